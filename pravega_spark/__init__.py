@@ -1,0 +1,54 @@
+"""pravega-spark: Pravega's stream model on Delta tables, as a PySpark library.
+
+Example:
+    >>> import pravega_spark as ps
+    >>> spark = ps.spark_session()  # doctest: +SKIP
+    >>> manager = ps.StreamManager(spark, "/tmp/lake")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from ._session import spark_session
+from .config import RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, StreamConfiguration
+from .errors import (
+    ConditionalTableUpdateError,
+    EventTooLargeError,
+    GenerationMismatchError,
+    IllegalStateError,
+    InvalidConfigError,
+    InvalidNameError,
+    InvalidScaleError,
+    InvalidStreamCutError,
+    PravegaSparkError,
+    RetriesExhaustedError,
+    ScaleConflictError,
+    ScalePreconditionError,
+    ScopeNotEmptyError,
+    ScopeNotFoundError,
+    SegmentNotFoundError,
+    StreamNotFoundError,
+    StreamNotSealedError,
+    StreamSealedError,
+    SubscriberNotFoundError,
+    TruncatedDataError,
+    TxnFailedError,
+)
+from .routing import key_position
+from .schema import MAX_EVENT_SIZE, MAX_LARGE_EVENT_SIZE
+from .segments import SegmentRecord
+from .stream import StreamInfo
+from .stream_cut import StreamCut
+from .stream_manager import StreamManager
+from .writer import EventStreamWriter, InvalidEventError, WriteResult
+
+__all__ = [
+    "ConditionalTableUpdateError", "EventStreamWriter", "EventTooLargeError",
+    "GenerationMismatchError", "IllegalStateError", "InvalidConfigError", "InvalidEventError",
+    "InvalidNameError", "InvalidScaleError", "InvalidStreamCutError", "MAX_EVENT_SIZE",
+    "MAX_LARGE_EVENT_SIZE", "PravegaSparkError", "RetentionPolicy", "RetentionType",
+    "RetriesExhaustedError", "ScaleConflictError", "ScalePreconditionError", "ScaleType",
+    "ScalingPolicy", "ScopeNotEmptyError", "ScopeNotFoundError", "SegmentNotFoundError",
+    "SegmentRecord", "StreamConfiguration", "StreamCut", "StreamInfo", "StreamManager",
+    "StreamNotFoundError", "StreamNotSealedError", "StreamSealedError", "SubscriberNotFoundError",
+    "TruncatedDataError", "TxnFailedError", "WriteResult", "key_position", "spark_session",
+]

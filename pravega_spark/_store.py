@@ -1,0 +1,226 @@
+"""The store: where each table lives, and the reads and guarded commits on them.
+
+This is Pravega's controller metadata store plus segment store, as Delta tables (see
+docs/ARCHITECTURE.md for the fencing rules). Every method here is one Delta read or one Delta
+commit; workflows made of several commits live in ``StreamManager``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from . import _delta
+from .schema import (
+    EVENTS_PARTITION,
+    EVENTS_SCHEMA,
+    EVENTS_TABLE,
+    RECORD_EVENT,
+    RECORD_SEAL,
+    SCOPES_SCHEMA,
+    SCOPES_TABLE,
+    SEGMENTS_SCHEMA,
+    SEGMENTS_TABLE,
+    STREAMS_SCHEMA,
+    STREAMS_TABLE,
+    SYSTEM_DIR,
+)
+from .segments import SegmentRecord
+from .stream import StreamRecord
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def sql_str(value: str) -> str:
+    """A SQL string literal. Names are validated (``[A-Za-z0-9.-]``) before they reach here."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@dataclass(frozen=True)
+class SegmentTail:
+    """A segment's length (its tail offset) and whether a seal record closes it."""
+
+    length: int
+    sealed: bool
+
+
+class Store:
+    """Tables of one store root, read and committed through one SparkSession."""
+
+    def __init__(self, spark: SparkSession, root: str) -> None:
+        self.spark = spark
+        self.root = root.rstrip("/")
+
+    # ---- paths -------------------------------------------------------------------------------
+    @property
+    def scopes_path(self) -> str:
+        return f"{self.root}/{SYSTEM_DIR}/{SCOPES_TABLE}"
+
+    @property
+    def streams_path(self) -> str:
+        return f"{self.root}/{SYSTEM_DIR}/{STREAMS_TABLE}"
+
+    def stream_dir(self, scope: str, stream: str) -> str:
+        return f"{self.root}/{scope}/{stream}"
+
+    def segments_path(self, scope: str, stream: str) -> str:
+        return f"{self.stream_dir(scope, stream)}/{SEGMENTS_TABLE}"
+
+    def events_path(self, scope: str, stream: str) -> str:
+        return f"{self.stream_dir(scope, stream)}/{EVENTS_TABLE}"
+
+    def ensure_system_tables(self) -> None:
+        for path, schema, parts in ((self.scopes_path, SCOPES_SCHEMA, ()),
+                                    (self.streams_path, STREAMS_SCHEMA, ("scope", "stream"))):
+            if not _delta.is_table(self.spark, path):
+                _delta.create_table(self.spark, path, schema, parts)
+
+    # ---- scopes ------------------------------------------------------------------------------
+    def scopes(self) -> DataFrame:
+        return _delta.read(self.spark, self.scopes_path)
+
+    def scope_exists(self, scope: str) -> bool:
+        return self.scopes().where(F.col("scope") == scope).limit(1).count() > 0
+
+    def insert_scope(self, scope: str) -> bool:
+        source = self.spark.createDataFrame([(scope, utc_now())], SCOPES_SCHEMA)
+        outcome = _delta.retrying(
+            lambda: _delta.merge(self.spark, self.scopes_path, source, "t.scope = s.scope"),
+            f"create scope {scope}")
+        return outcome.inserted == 1
+
+    def delete_scope_row(self, scope: str) -> None:
+        _delta.retrying(lambda: _delta.delete(self.spark, self.scopes_path, f"scope = {sql_str(scope)}"),
+                        f"delete scope {scope}")
+
+    # ---- streams -----------------------------------------------------------------------------
+    def streams(self) -> DataFrame:
+        return _delta.read(self.spark, self.streams_path)
+
+    def stream_record(self, scope: str, stream: str) -> StreamRecord | None:
+        rows = (self.streams().where((F.col("scope") == scope) & (F.col("stream") == stream))
+                .collect())
+        return StreamRecord.from_row(rows[0]) if rows else None
+
+    def _row_guard(self, scope: str, stream: str) -> str:
+        # literal partition predicates: the commit reads (and is fenced on) this stream's row only
+        return (f"t.scope = {sql_str(scope)} AND t.stream = {sql_str(stream)} "
+                "AND t.scope = s.scope AND t.stream = s.stream")
+
+    def insert_stream(self, record: StreamRecord) -> bool:
+        """Insert the stream row unless one exists: True if this call inserted it."""
+        source = self.spark.createDataFrame([record.to_row()], STREAMS_SCHEMA)
+        outcome = _delta.merge(self.spark, self.streams_path, source,
+                               self._row_guard(record.scope, record.stream))
+        return outcome.inserted == 1
+
+    def compare_and_set_stream(self, expected: StreamRecord, new: StreamRecord) -> bool:
+        """Replace the stream row with ``new`` iff it still has ``expected.row_version``."""
+        source = self.spark.createDataFrame([new.to_row()], STREAMS_SCHEMA)
+        outcome = _delta.merge(
+            self.spark, self.streams_path, source, self._row_guard(expected.scope, expected.stream),
+            insert=False, update={c: f"s.{c}" for c in STREAMS_SCHEMA.fieldNames()},
+            update_condition=f"t.row_version = {int(expected.row_version)}")
+        return outcome.updated == 1
+
+    def delete_stream_row(self, scope: str, stream: str) -> None:
+        _delta.delete(self.spark, self.streams_path,
+                      f"scope = {sql_str(scope)} AND stream = {sql_str(stream)}")
+
+    # ---- per-stream tables -------------------------------------------------------------------
+    def create_stream_tables(self, scope: str, stream: str, initial: Sequence[SegmentRecord]) -> None:
+        """Create the segments table holding ``initial`` and the empty events table (idempotent)."""
+        _delta.create_table(self.spark, self.segments_path(scope, stream), SEGMENTS_SCHEMA)
+        self.merge_segments(scope, stream, initial)
+        _delta.create_table(self.spark, self.events_path(scope, stream), EVENTS_SCHEMA,
+                            (EVENTS_PARTITION,))
+
+    def remove_stream_tables(self, scope: str, stream: str) -> bool:
+        return _delta.remove_path(self.spark, self.stream_dir(scope, stream))
+
+    # ---- segments ----------------------------------------------------------------------------
+    def segments(self, scope: str, stream: str) -> DataFrame:
+        return _delta.read(self.spark, self.segments_path(scope, stream))
+
+    def segment_records(self, scope: str, stream: str) -> list[SegmentRecord]:
+        rows = self.segments(scope, stream).collect()
+        return sorted((SegmentRecord(r["segment_id"], r["key_start"], r["key_end"], r["creation_time"],
+                                     r["sealed_epoch"], r["sealed_size"]) for r in rows),
+                      key=lambda s: s.segment_id)
+
+    def merge_segments(self, scope: str, stream: str, records: Iterable[SegmentRecord]) -> None:
+        """Upsert segment rows (idempotent: the same records give the same table)."""
+        rows = [(r.segment_id, r.segment_number, r.creation_epoch, float(r.key_start),
+                 float(r.key_end), r.creation_time or utc_now(), r.sealed_epoch, r.sealed_size)
+                for r in records]
+        if not rows:
+            return
+        source = self.spark.createDataFrame(rows, SEGMENTS_SCHEMA)
+        path = self.segments_path(scope, stream)
+        _delta.retrying(
+            lambda: _delta.merge(self.spark, path, source, "t.segment_id = s.segment_id",
+                                 update={"sealed_epoch": "s.sealed_epoch",
+                                         "sealed_size": "s.sealed_size"}),
+            f"update segments of {scope}/{stream}")
+
+    # ---- events ------------------------------------------------------------------------------
+    def events(self, scope: str, stream: str, version: int | None = None) -> DataFrame:
+        return _delta.read(self.spark, self.events_path(scope, stream), version)
+
+    def events_version(self, scope: str, stream: str) -> int:
+        return _delta.version(self.spark, self.events_path(scope, stream))
+
+    def segment_tails(self, scope: str, stream: str, segment_ids: Iterable[int],
+                      version: int | None = None) -> dict[int, SegmentTail]:
+        """Length of each segment (0 if empty) and whether it is sealed, in one aggregate."""
+        ids = sorted(set(segment_ids))
+        if not ids:
+            return {}
+        rows = (self.events(scope, stream, version).where(F.col("segment_id").isin(ids))
+                .groupBy("segment_id")
+                .agg(F.max("next_offset").alias("tail"), F.max("record_type").alias("kind"))
+                .collect())
+        found = {r["segment_id"]: SegmentTail(int(r["tail"]), r["kind"] > RECORD_EVENT) for r in rows}
+        return {sid: found.get(sid, SegmentTail(0, False)) for sid in ids}
+
+    @staticmethod
+    def append_guard(tails: Mapping[int, int]) -> str:
+        """The MERGE condition fencing an append after ``tails``.
+
+        It names each segment as a literal partition predicate (so the MERGE reads those
+        partitions and conflicts with any concurrent add there) and matches any row beyond the
+        expected tail or any control record (a seal): if one exists, the insert-only MERGE
+        inserts nothing and the caller re-reads.
+        """
+        return " OR ".join(
+            f"(t.segment_id = {int(sid)} AND (t.next_offset > {int(tail)} OR t.record_type > {RECORD_EVENT}))"
+            for sid, tail in sorted(tails.items()))
+
+    def seal_segments(self, scope: str, stream: str, segment_ids: Sequence[int]) -> dict[int, int]:
+        """Close each segment with a seal record at its length (idempotent); returns sealed sizes.
+
+        The seal commit is fenced like an append: it fails if an append lands in one of the
+        segments meanwhile, so an append and a seal never both succeed for the same bytes.
+        """
+        path = self.events_path(scope, stream)
+
+        def attempt() -> dict[int, int]:
+            tails = self.segment_tails(scope, stream, segment_ids)
+            todo = {sid: t.length for sid, t in tails.items() if not t.sealed}
+            if todo:
+                now = utc_now()
+                markers = self.spark.createDataFrame(
+                    [(sid, size, size, RECORD_SEAL, None, None, None, now) for sid, size in todo.items()],
+                    EVENTS_SCHEMA)
+                outcome = _delta.merge(self.spark, path, markers, self.append_guard(todo))
+                if outcome.inserted != len(todo):
+                    raise _delta.Retry("segment grew or was sealed meanwhile")
+            return {sid: t.length for sid, t in tails.items()}
+
+        return _delta.retrying(attempt, f"seal segments {list(segment_ids)} of {scope}/{stream}")

@@ -1,0 +1,92 @@
+"""Error hierarchy: one root, subclasses named after Pravega's exceptions.
+
+Every error raised on bad input is raised before anything is written, so a caught
+``PravegaSparkError`` means the store is unchanged (unless the error says otherwise, e.g.
+:class:`RetriesExhaustedError`, which also guarantees nothing was half-written).
+"""
+
+from __future__ import annotations
+
+
+class PravegaSparkError(Exception):
+    """Root of every error raised by pravega-spark."""
+
+
+class InvalidNameError(PravegaSparkError, ValueError):
+    """A scope, stream or other name breaks Pravega's naming rules (or could escape the root)."""
+
+
+class InvalidConfigError(PravegaSparkError, ValueError):
+    """A configuration object (scaling/retention policy, tags, ...) has an invalid value."""
+
+
+class ScopeNotFoundError(PravegaSparkError, LookupError):
+    """The scope does not exist."""
+
+
+class StreamNotFoundError(PravegaSparkError, LookupError):
+    """The stream does not exist."""
+
+
+class SegmentNotFoundError(PravegaSparkError, LookupError):
+    """The segment id is not a segment of the stream."""
+
+
+class ScopeNotEmptyError(PravegaSparkError):
+    """A scope still holding streams cannot be deleted (Pravega: IllegalStateException)."""
+
+
+class IllegalStateError(PravegaSparkError):
+    """The stream's state does not allow the operation (Pravega: OPERATION_NOT_ALLOWED)."""
+
+
+class StreamSealedError(IllegalStateError):
+    """The stream (or the segment written to) is sealed."""
+
+
+class StreamNotSealedError(IllegalStateError):
+    """Only a sealed stream can be deleted."""
+
+
+class InvalidScaleError(PravegaSparkError, ValueError):
+    """New key ranges do not exactly cover the sealed segments' ranges (Pravega: InputInvalid)."""
+
+
+class ScalePreconditionError(PravegaSparkError):
+    """A sealed segment is not in the current epoch, or the scale leaves too few segments."""
+
+
+class ScaleConflictError(PravegaSparkError):
+    """Another, different scale of the stream is in progress (Pravega: ConflictException)."""
+
+
+class InvalidStreamCutError(PravegaSparkError, ValueError):
+    """A stream cut is not valid for the stream, or is behind the point it must follow."""
+
+
+class TruncatedDataError(PravegaSparkError):
+    """A read asked for data below the stream's head (Pravega: TruncatedDataException)."""
+
+
+class EventTooLargeError(PravegaSparkError, ValueError):
+    """An event's payload exceeds the size limit."""
+
+
+class TxnFailedError(PravegaSparkError):
+    """A transaction operation failed (commit after abort/timeout, write after commit)."""
+
+
+class SubscriberNotFoundError(PravegaSparkError, LookupError):
+    """The subscriber is not registered on the stream."""
+
+
+class GenerationMismatchError(PravegaSparkError):
+    """The subscriber's generation does not match the stored one."""
+
+
+class ConditionalTableUpdateError(PravegaSparkError):
+    """A key-value table conditional update failed."""
+
+
+class RetriesExhaustedError(PravegaSparkError):
+    """A commit kept conflicting with concurrent writers; nothing was written by this call."""

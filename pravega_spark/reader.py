@@ -1,0 +1,105 @@
+"""Reading between stream cuts: pure transformations over the events table.
+
+``segment_ranges`` turns two cuts into per-segment offset ranges (Pravega's
+``segmentsBetweenStreamCutSpans``); ``filter_segment_ranges`` keeps the events in them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from .errors import InvalidStreamCutError, TruncatedDataError
+from .schema import RECORD_EVENT, READ_COLUMNS
+from .segments import SegmentRecord
+from .stream_cut import StreamCut, segments_between, stream_cut_equal_or_after
+
+# Above this many segment ranges the filter becomes a broadcast join instead of an OR chain.
+MAX_RANGES_IN_FILTER = 200
+
+
+@dataclass(frozen=True)
+class SegmentRange:
+    """Offsets ``[start, end)`` of one segment to read; ``end=None`` reads to the segment's end."""
+
+    segment_id: int
+    start: int
+    end: int | None
+
+
+def check_read_bounds(start: StreamCut, end: StreamCut, head: StreamCut,
+                      records: Sequence[SegmentRecord]) -> None:
+    """Refuse a start below the head and an end before the start."""
+    if not stream_cut_equal_or_after(start, head, records):
+        raise TruncatedDataError(f"start {start!r} is before the stream's head {head!r}")
+    if not stream_cut_equal_or_after(end, start, records):
+        raise InvalidStreamCutError(f"end {end!r} is before start {start!r}")
+
+
+def segment_ranges(start: StreamCut, end: StreamCut,
+                   records: Sequence[SegmentRecord]) -> list[SegmentRange]:
+    """The offset range to read in each segment between ``start`` and ``end``."""
+    out = []
+    for sid in segments_between(start, end, records):
+        lo = max(start.positions.get(sid, 0), 0)
+        hi = end.positions.get(sid)
+        if hi is not None and hi < 0:
+            continue  # a future segment of the end cut: not reached yet
+        if hi is not None and hi <= lo:
+            continue
+        out.append(SegmentRange(sid, lo, hi))
+    return out
+
+
+def filter_segment_ranges(events: DataFrame, *, ranges: Sequence[SegmentRange]) -> DataFrame:
+    """Keeps the events (not control records) inside ``ranges``."""
+    events = events.where(F.col("record_type") == F.lit(RECORD_EVENT))
+    if not ranges:
+        return events.where(F.lit(False))
+    ids = F.col("segment_id").isin([r.segment_id for r in ranges])
+    if len(ranges) <= MAX_RANGES_IN_FILTER:
+        cond = None
+        for r in ranges:
+            c = (F.col("segment_id") == F.lit(r.segment_id)) & (F.col("offset") >= F.lit(r.start))
+            if r.end is not None:
+                c = c & (F.col("offset") < F.lit(r.end))
+            cond = c if cond is None else cond | c
+        return events.where(ids & cond)
+    spark = events.sparkSession
+    bounds = spark.createDataFrame([(r.segment_id, r.start, r.end) for r in ranges],
+                                   "__sid long, __lo long, __hi long")
+    return (events.where(ids)
+            .join(F.broadcast(bounds), F.col("segment_id") == F.col("__sid"))
+            .where((F.col("offset") >= F.col("__lo"))
+                   & (F.col("__hi").isNull() | (F.col("offset") < F.col("__hi"))))
+            .drop("__sid", "__lo", "__hi"))
+
+
+def select_read_columns(events: DataFrame, *, scope: str, stream: str) -> DataFrame:
+    """The read schema: ``scope, stream, segment_id, offset, event, routing_key, writer_id, write_time``."""
+    return (events.withColumn("scope", F.lit(scope)).withColumn("stream", F.lit(stream))
+            .select(*READ_COLUMNS))
+
+
+def event_boundary_checker(events: DataFrame, cut: StreamCut) -> Callable[[int, int], bool]:
+    """A predicate telling whether ``(segment, offset)`` of ``cut`` is on an event boundary.
+
+    One query: an offset is a boundary if it is 0, an event starts there, or an event (or the
+    seal record, at the sealed size) ends there.
+    """
+    wanted = [(s, o) for s, o in cut.positions.items() if o > 0]
+    found: set[tuple[int, int]] = set()
+    if wanted:
+        cond = None
+        for s, o in wanted:
+            c = (F.col("segment_id") == F.lit(s)) & ((F.col("offset") == F.lit(o)) | (F.col("next_offset") == F.lit(o)))
+            cond = c if cond is None else cond | c
+        rows = (events.where(F.col("segment_id").isin([s for s, _ in wanted])).where(cond)
+                .select("segment_id", "offset", "next_offset").collect())
+        for r in rows:
+            found.add((r[0], r[1]))
+            found.add((r[0], r[2]))
+    return lambda segment, offset: offset <= 0 or (segment, offset) in found

@@ -1,0 +1,108 @@
+"""Names of tables and columns, record types, and the Delta schemas of every table.
+
+Layout of a store (``root``)::
+
+    root/_pravega/scopes              scope catalog
+    root/_pravega/streams             stream catalog + state (partitioned by scope, stream)
+    root/<scope>/<stream>/segments    the stream's segment history (one row per segment)
+    root/<scope>/<stream>/events      the stream's data (partitioned by segment_id)
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    BinaryType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+    ArrayType,
+)
+
+SYSTEM_DIR = "_pravega"
+SCOPES_TABLE = "scopes"
+STREAMS_TABLE = "streams"
+SEGMENTS_TABLE = "segments"
+EVENTS_TABLE = "events"
+
+# Pravega frames each event with an 8-byte header (int32 type + int32 length).
+HEADER_SIZE = 8
+MAX_EVENT_SIZE = 8 * 1024 * 1024
+MAX_LARGE_EVENT_SIZE = 1024 * 1024 * 1024
+
+# record_type of a row in the events table. EVENT is Pravega's wire type code for an event.
+# A SEAL row closes a segment: it sits at the segment's sealed size and fences appends (see
+# docs/ARCHITECTURE.md); readers never see it.
+RECORD_EVENT = 0
+RECORD_SEAL = 1
+
+# Stream states, as Pravega's State enum.
+CREATING = "CREATING"
+ACTIVE = "ACTIVE"
+UPDATING = "UPDATING"
+SCALING = "SCALING"
+TRUNCATING = "TRUNCATING"
+SEALING = "SEALING"
+SEALED = "SEALED"
+
+ALLOWED_TRANSITIONS = {
+    CREATING: {ACTIVE},
+    ACTIVE: {SCALING, TRUNCATING, SEALING, SEALED, UPDATING},
+    SCALING: {ACTIVE},
+    TRUNCATING: {ACTIVE},
+    UPDATING: {ACTIVE},
+    SEALING: {SEALED},
+    SEALED: set(),
+}
+
+SCOPES_SCHEMA = StructType([
+    StructField("scope", StringType(), False),
+    StructField("creation_time", TimestampType(), False),
+])
+
+STREAMS_SCHEMA = StructType([
+    StructField("scope", StringType(), False),
+    StructField("stream", StringType(), False),
+    StructField("state", StringType(), False),
+    StructField("configuration", StringType(), False),
+    StructField("tags", ArrayType(StringType(), False), False),
+    StructField("current_epoch", IntegerType(), False),
+    # the epoch transition record of a scale in progress (JSON), else null
+    StructField("pending_scale", StringType(), True),
+    # the head stream cut (text form) once truncated, else null (= epoch 0 at offset 0)
+    StructField("head_stream_cut", StringType(), True),
+    StructField("creation_time", TimestampType(), False),
+    StructField("update_time", TimestampType(), False),
+    # bumped by every change: the compare-and-set token of the row
+    StructField("row_version", LongType(), False),
+])
+
+SEGMENTS_SCHEMA = StructType([
+    StructField("segment_id", LongType(), False),
+    StructField("segment_number", IntegerType(), False),
+    StructField("creation_epoch", IntegerType(), False),
+    StructField("key_start", DoubleType(), False),
+    StructField("key_end", DoubleType(), False),
+    StructField("creation_time", TimestampType(), False),
+    StructField("sealed_epoch", IntegerType(), True),
+    StructField("sealed_size", LongType(), True),
+])
+
+EVENTS_SCHEMA = StructType([
+    StructField("segment_id", LongType(), False),
+    StructField("offset", LongType(), False),
+    StructField("next_offset", LongType(), False),
+    StructField("record_type", IntegerType(), False),
+    StructField("routing_key", StringType(), True),
+    StructField("event", BinaryType(), True),
+    StructField("writer_id", StringType(), True),
+    StructField("write_time", TimestampType(), False),
+])
+
+EVENTS_PARTITION = "segment_id"
+
+READ_COLUMNS = ["scope", "stream", "segment_id", "offset", "event", "routing_key", "writer_id",
+                "write_time"]

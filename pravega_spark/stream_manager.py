@@ -1,0 +1,540 @@
+"""``StreamManager``: scopes and streams, scaling, sealing, cuts and reads (Pravega's StreamManager
+and controller in one client class).
+
+Multi-commit workflows (create, scale, seal, delete) record their progress in the stream's row so
+that the next operation on the stream finishes a workflow a crashed process left half-done; see
+each method's docstring and docs/ARCHITECTURE.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta, timezone
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from . import _delta, epochs as epochs_mod, reader
+from ._failpoints import failpoint
+from ._store import Store, utc_now
+from .config import StreamConfiguration
+from .errors import (
+    InvalidStreamCutError,
+    ScaleConflictError,
+    ScopeNotEmptyError,
+    ScopeNotFoundError,
+    SegmentNotFoundError,
+    StreamNotFoundError,
+    StreamNotSealedError,
+    StreamSealedError,
+)
+from .names import validate_scope_name, validate_stream_name
+from .scaling import EpochTransition, apply_transition, plan_scale
+from .schema import ACTIVE, CREATING, SCALING, SEALED, SEALING
+from .segments import (
+    SegmentRecord,
+    active_segments,
+    epoch_members,
+    initial_segments,
+    predecessors,
+    successors_with_predecessors,
+)
+from .stream import StreamInfo, StreamRecord
+from .stream_cut import (
+    StreamCut,
+    head_of_stream,
+    size_between,
+    stream_cut_equal_or_after,
+    tail_cut,
+    validate_stream_cut,
+)
+
+log = logging.getLogger("pravega_spark")
+
+CutOrName = StreamCut | str
+
+
+def _as_utc(ts: datetime) -> datetime:
+    return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
+
+
+class StreamManager:
+    """Creates, scales, seals and reads streams stored as Delta tables under ``root``.
+
+    Mirrors Pravega's ``StreamManager`` (plus the controller's scale/seal workflows). Any number of
+    managers, in any number of processes, may point at the same root.
+
+    Args:
+        spark: a Delta-enabled session (``ps.spark_session()``, or Databricks' ``spark``).
+        root: the store's root location (local path, ``dbfs:/``, ``s3a://``, ``abfss://``...).
+
+    Example:
+        >>> manager = StreamManager(spark, "/lake/pravega")  # doctest: +SKIP
+        >>> manager.create_scope("iot")  # doctest: +SKIP
+        True
+    """
+
+    def __init__(self, spark: SparkSession, root: str) -> None:
+        self.spark = spark
+        self.root = str(root).rstrip("/")
+        self._store = Store(spark, self.root)
+        self._store.ensure_system_tables()
+
+    def __repr__(self) -> str:
+        return f"StreamManager(root={self.root!r})"
+
+    # ---- scopes ------------------------------------------------------------------------------
+    def create_scope(self, scope: str) -> bool:
+        """Create ``scope``; False if it already existed."""
+        validate_scope_name(scope)
+        created = self._store.insert_scope(scope)
+        log.info("create_scope %s: %s", scope, "created" if created else "exists")
+        return created
+
+    def delete_scope(self, scope: str) -> bool:
+        """Delete an empty scope; False if it did not exist.
+
+        Raises:
+            ScopeNotEmptyError: the scope still has streams.
+        """
+        validate_scope_name(scope)
+        if not self._store.scope_exists(scope):
+            return False
+        if self._store.streams().where(F.col("scope") == scope).limit(1).count():
+            raise ScopeNotEmptyError(f"scope {scope} still has streams; seal and delete them first")
+        self._store.delete_scope_row(scope)
+        return True
+
+    def list_scopes(self) -> DataFrame:
+        """All scopes, as a DataFrame ``(scope, creation_time)``."""
+        return self._store.scopes().orderBy("scope")
+
+    def check_scope_exists(self, scope: str) -> bool:
+        validate_scope_name(scope)
+        return self._store.scope_exists(scope)
+
+    # ---- streams -----------------------------------------------------------------------------
+    def create_stream(self, scope: str, stream: str,
+                      config: StreamConfiguration | None = None) -> bool:
+        """Create a stream with ``config.scaling_policy.min_num_segments`` equal segments.
+
+        Commits: (1) stream row in CREATING; (2) segments table with epoch 0 and the empty events
+        table; (3) row to ACTIVE. A crash after (1) is finished by the next ``create_stream`` or
+        any other operation on the stream.
+
+        Returns:
+            True if this call created the stream, False if it already existed.
+        """
+        validate_scope_name(scope)
+        validate_stream_name(stream)
+        config = config or StreamConfiguration()
+        if not isinstance(config, StreamConfiguration):
+            from .errors import InvalidConfigError
+            raise InvalidConfigError(f"config must be a StreamConfiguration, got {type(config).__name__}")
+        if not self._store.scope_exists(scope):
+            raise ScopeNotFoundError(f"scope {scope} does not exist")
+        now = utc_now()
+        record = StreamRecord(scope, stream, CREATING, config, 0, None, None, now, now, 0)
+        inserted = _delta.retrying(lambda: self._store.insert_stream(record), f"create {scope}/{stream}")
+        if not inserted:
+            existing = self._store.stream_record(scope, stream)
+            if existing is not None and existing.state == CREATING:
+                self._finish_create(existing)
+            return False
+        failpoint("create:after_row")
+        self._finish_create(record)
+        log.info("create_stream %s/%s with %d segments", scope, stream,
+                 config.scaling_policy.min_num_segments)
+        return True
+
+    def _finish_create(self, record: StreamRecord) -> StreamRecord:
+        initial = initial_segments(record.configuration.scaling_policy.min_num_segments,
+                                   record.creation_time)
+        self._store.create_stream_tables(record.scope, record.stream, initial)
+        return self._set_state(record, ACTIVE)
+
+    def update_stream(self, scope: str, stream: str, config: StreamConfiguration) -> bool:
+        """Replace the stream's configuration (policies, tags) in one commit.
+
+        Raises:
+            StreamSealedError: the stream is sealed.
+        """
+        record = self._stream(scope, stream)
+        if record.state in (SEALING, SEALED):
+            raise StreamSealedError(f"stream {record.scoped_name} is sealed")
+
+        def attempt() -> bool:
+            current = self._recover(self._stream(scope, stream))
+            new = current.transition(ACTIVE, utc_now(), configuration=config)
+            if not self._store.compare_and_set_stream(current, new):
+                raise _delta.Retry("stream row changed")
+            return True
+
+        return _delta.retrying(attempt, f"update {scope}/{stream}")
+
+    def check_stream_exists(self, scope: str, stream: str) -> bool:
+        validate_scope_name(scope)
+        validate_stream_name(stream)
+        return self._store.stream_record(scope, stream) is not None
+
+    def list_streams(self, scope: str, tag: str | None = None) -> DataFrame:
+        """The scope's streams (optionally only those with ``tag``) as a DataFrame."""
+        validate_scope_name(scope)
+        if not self._store.scope_exists(scope):
+            raise ScopeNotFoundError(f"scope {scope} does not exist")
+        df = self._store.streams().where(F.col("scope") == scope)
+        if tag is not None:
+            df = df.where(F.array_contains("tags", tag))
+        return df.select("scope", "stream", "state", "tags", "current_epoch", "creation_time",
+                         "update_time", "configuration").orderBy("stream")
+
+    def stream_info(self, scope: str, stream: str) -> StreamInfo:
+        """State, configuration, current epoch, head and tail cuts, and size of the stream."""
+        record = self._stream(scope, stream)
+        records = self._store.segment_records(scope, stream)
+        head = self._head(record, records)
+        tail = self._tail(record, records)
+        return StreamInfo(scope, stream, record.state, record.configuration, record.current_epoch,
+                          head, tail, size_between(head, tail, records, tail.positions))
+
+    def seal_stream(self, scope: str, stream: str) -> bool:
+        """Seal every open segment; later writes raise ``StreamSealedError``.
+
+        Commits: (1) row to SEALING; (2) a seal record closing each open segment (fenced against
+        appends); (3) sealed sizes into the segments table; (4) row to SEALED. A crash in between
+        is finished by the next operation on the stream. Sealing a sealed stream returns True.
+        """
+        record = self._recover(self._stream(scope, stream))
+        if record.state != SEALED:
+            if record.state != SEALING:
+                record = _delta.retrying(lambda: self._start(scope, stream, SEALING), f"seal {scope}/{stream}")
+            failpoint("seal:after_start")
+            record = self._finish_seal(record)
+        log.info("seal_stream %s/%s", scope, stream)
+        return True
+
+    def _finish_seal(self, record: StreamRecord) -> StreamRecord:
+        records = self._store.segment_records(record.scope, record.stream)
+        open_ids = [s.segment_id for s in active_segments(records)]
+        sizes = self._store.seal_segments(record.scope, record.stream, open_ids)
+        self._store.merge_segments(record.scope, record.stream, [
+            SegmentRecord(s.segment_id, s.key_start, s.key_end, s.creation_time, None, sizes[s.segment_id])
+            for s in active_segments(records)])
+        return self._set_state(record, SEALED)
+
+    def delete_stream(self, scope: str, stream: str) -> bool:
+        """Delete a sealed stream and remove its tables' data from storage.
+
+        Commits: the stream's directory is removed, then its row. A crash in between leaves a
+        SEALED row with no data, which the next ``delete_stream`` finishes.
+
+        Returns:
+            False if the stream did not exist.
+
+        Raises:
+            StreamNotSealedError: the stream is not sealed.
+        """
+        validate_scope_name(scope)
+        validate_stream_name(stream)
+        record = self._store.stream_record(scope, stream)
+        if record is None:
+            return False
+        record = self._recover(record)
+        if record.state != SEALED:
+            raise StreamNotSealedError(f"stream {record.scoped_name} is {record.state}; seal it first")
+        removed = self._store.remove_stream_tables(scope, stream)
+        failpoint("delete:after_data")
+        _delta.retrying(lambda: self._store.delete_stream_row(scope, stream), f"delete {scope}/{stream}")
+        log.info("delete_stream %s/%s (data removed: %s)", scope, stream, removed)
+        return True
+
+    # ---- segments and epochs -----------------------------------------------------------------
+    def segments(self, scope: str, stream: str, epoch: int | None = None) -> DataFrame:
+        """The stream's segments (every one it ever had, or the members of ``epoch``)."""
+        self._stream(scope, stream)
+        df = self._store.segments(scope, stream)
+        if epoch is not None:
+            df = df.transform(epochs_mod.filter_epoch_members, epoch=int(epoch))
+        return df.orderBy("segment_id")
+
+    def epochs(self, scope: str, stream: str) -> DataFrame:
+        """One row per epoch: ``epoch, creation_time, segment_ids``."""
+        record = self._stream(scope, stream)
+        return (self._store.segments(scope, stream)
+                .transform(epochs_mod.explode_epochs, current_epoch=record.current_epoch))
+
+    def successors(self, scope: str, stream: str, segment_id: int) -> dict[int, list[int]]:
+        """Successors of a sealed segment, each with its predecessors (empty if open/unknown)."""
+        self._stream(scope, stream)
+        return successors_with_predecessors(self._store.segment_records(scope, stream), int(segment_id))
+
+    def predecessors(self, scope: str, stream: str, segment_id: int) -> list[int]:
+        """The segments sealed to create ``segment_id`` that overlap it."""
+        self._stream(scope, stream)
+        records = self._store.segment_records(scope, stream)
+        if not any(r.segment_id == segment_id for r in records):
+            raise SegmentNotFoundError(f"segment {segment_id} is not a segment of {scope}/{stream}")
+        return predecessors(records, int(segment_id))
+
+    def segments_at(self, scope: str, stream: str, time: datetime) -> DataFrame:
+        """The segments active at ``time`` (those of the epoch in force then)."""
+        record = self._stream(scope, stream)
+        epoch = epochs_mod.epoch_at(self._store.segment_records(scope, stream), _as_utc(time))
+        del record
+        return self.segments(scope, stream, epoch)
+
+    # ---- scaling -----------------------------------------------------------------------------
+    def scale_stream(self, scope: str, stream: str, sealed_segments: Iterable[int],
+                     new_key_ranges: Iterable[tuple[float, float]]) -> int:
+        """Seal ``sealed_segments`` and replace them with segments over ``new_key_ranges``.
+
+        Validated as Pravega's ``submitScale`` (see SPEC section 5). Commits: (1) row ACTIVE ->
+        SCALING with the epoch transition record; (2) seal records closing the sealed segments
+        (fenced against appends, whose writers then move to the successors); (3) segments table:
+        sealed epochs and sizes plus the new segments; (4) row SCALING -> ACTIVE with the new
+        epoch. Commits (2)-(4) are idempotent: a crash after (1) is completed by the next
+        operation on the stream (roll forward). Of two concurrent scales exactly one wins.
+
+        Returns:
+            The new epoch.
+
+        Raises:
+            InvalidScaleError: the new ranges do not exactly cover the sealed segments' ranges.
+            ScalePreconditionError: a segment is not in the current epoch, or too few would remain.
+            ScaleConflictError: a different scale of the stream is in progress.
+            StreamSealedError: the stream is sealed.
+        """
+        sealed = sorted({int(s) for s in sealed_segments})
+        ranges = [(float(lo), float(hi)) for lo, hi in new_key_ranges]
+
+        def attempt() -> StreamRecord:
+            record = self._recover(self._stream(scope, stream))
+            if record.state in (SEALING, SEALED):
+                raise StreamSealedError(f"stream {record.scoped_name} is sealed")
+            records = self._store.segment_records(scope, stream)
+            current_epoch_time = max(
+                (s.creation_time for s in epoch_members(records, record.current_epoch)
+                 if s.creation_epoch == record.current_epoch and s.creation_time), default=None)
+            plan = plan_scale(records, sealed, ranges,
+                              record.configuration.scaling_policy.min_num_segments,
+                              utc_now(), current_epoch_time)
+            started = record.transition(SCALING, utc_now(), pending_scale=plan.to_json())
+            if self._store.compare_and_set_stream(record, started):
+                return started
+            latest = self._stream(scope, stream)
+            if latest.state == SCALING and latest.pending_scale:
+                other = EpochTransition.from_json(latest.pending_scale)
+                if other.sealed_segments == tuple(sealed):
+                    return latest  # same scale submitted twice: idempotent
+                raise ScaleConflictError(f"another scale of {record.scoped_name} is in progress: {other!r}")
+            raise _delta.Retry("stream row changed")
+
+        started = _delta.retrying(attempt, f"scale {scope}/{stream}")
+        failpoint("scale:after_start")
+        done = self._finish_scale(started)
+        log.info("scale_stream %s/%s: sealed %s -> epoch %d", scope, stream, sealed, done.current_epoch)
+        return done.current_epoch
+
+    def _finish_scale(self, record: StreamRecord) -> StreamRecord:
+        transition = EpochTransition.from_json(record.pending_scale)
+        sizes = self._store.seal_segments(record.scope, record.stream, transition.sealed_segments)
+        failpoint("scale:after_seal")
+        records = self._store.segment_records(record.scope, record.stream)
+        if not any(r.segment_id == transition.new_segments[0].segment_id for r in records):
+            changed = apply_transition(records, transition, sizes)
+            touched = set(transition.sealed_segments) | {s.segment_id for s in transition.new_segments}
+            self._store.merge_segments(record.scope, record.stream,
+                                       [r for r in changed if r.segment_id in touched])
+        failpoint("scale:after_segments")
+        return self._set_state(record, ACTIVE, current_epoch=transition.new_epoch, pending_scale=None)
+
+    # ---- cuts --------------------------------------------------------------------------------
+    def head_stream_cut(self, scope: str, stream: str) -> StreamCut:
+        record = self._stream(scope, stream)
+        return self._head(record, self._store.segment_records(scope, stream))
+
+    def tail_stream_cut(self, scope: str, stream: str) -> StreamCut:
+        """The current segments at their lengths."""
+        record = self._stream(scope, stream)
+        return self._tail(record, self._store.segment_records(scope, stream))
+
+    def stream_cut_at(self, scope: str, stream: str, time: datetime) -> StreamCut:
+        """The tail as it was at ``time``: the segments of the epoch active then, each at the end
+        of its last event written at or before ``time`` (never before the head)."""
+        record = self._stream(scope, stream)
+        records = self._store.segment_records(scope, stream)
+        at = _as_utc(time)
+        epoch = epochs_mod.epoch_at(records, at)
+        members = epoch_members(records, epoch)
+        ids = [s.segment_id for s in members]
+        rows = (self._store.events(scope, stream).where(F.col("segment_id").isin(ids))
+                .where(F.col("write_time") <= F.lit(at)).where("record_type = 0")
+                .groupBy("segment_id").agg(F.max("next_offset").alias("tail")).collect())
+        found = {r["segment_id"]: int(r["tail"]) for r in rows}
+        cut = StreamCut(record.scoped_name, {sid: found.get(sid, 0) for sid in ids})
+        head = self._head(record, records)
+        return cut if stream_cut_equal_or_after(cut, head, records) else head
+
+    def size_between(self, scope: str, stream: str, from_cut: CutOrName = "earliest",
+                     to_cut: CutOrName = "latest") -> int:
+        """Bytes (framed) between two cuts, as Pravega's ``sizeBetweenStreamCuts``."""
+        record = self._stream(scope, stream)
+        records = self._store.segment_records(scope, stream)
+        tail = self._tail(record, records)
+        start = self._resolve_cut(record, records, from_cut, tail)
+        end = self._resolve_cut(record, records, to_cut, tail)
+        return size_between(start, end, records, tail.positions)
+
+    def validate_stream_cut(self, scope: str, stream: str, cut: StreamCut) -> StreamCut:
+        """Raise ``InvalidStreamCutError`` unless ``cut`` is a valid cut of the stream."""
+        record = self._stream(scope, stream)
+        records = self._store.segment_records(scope, stream)
+        self._check_cut(record, records, cut)
+        return cut
+
+    # ---- reading -----------------------------------------------------------------------------
+    def read_events(self, scope: str, stream: str, start: CutOrName = "earliest",
+                    end: CutOrName = "latest") -> DataFrame:
+        """The events between two cuts, as a batch DataFrame pinned to one table version.
+
+        Columns: ``scope, stream, segment_id, offset, event, routing_key, writer_id, write_time``.
+        Per routing key, ordering by ``(segment_id, offset)`` is append order.
+
+        Raises:
+            TruncatedDataError: ``start`` is before the stream's head.
+            InvalidStreamCutError: a cut is invalid or ``end`` is before ``start``.
+        """
+        record = self._stream(scope, stream)
+        records = self._store.segment_records(scope, stream)
+        version = self._store.events_version(scope, stream)
+        tail = self._tail(record, records, version)
+        head = self._head(record, records)
+        start_cut = self._resolve_cut(record, records, start, tail)
+        end_cut = self._resolve_cut(record, records, end, tail)
+        reader.check_read_bounds(start_cut, end_cut, head, records)
+        ranges = reader.segment_ranges(start_cut, end_cut, records)
+        return (self._store.events(scope, stream, version)
+                .transform(reader.filter_segment_ranges, ranges=ranges)
+                .transform(reader.select_read_columns, scope=scope, stream=stream))
+
+    # ---- writers -----------------------------------------------------------------------------
+    def create_event_writer(self, scope: str, stream: str, writer_id: str | None = None,
+                            **options):  # -> EventStreamWriter
+        """A writer appending to the stream (see ``EventStreamWriter``)."""
+        from .writer import EventStreamWriter
+
+        self._stream(scope, stream)
+        return EventStreamWriter(self, scope, stream, writer_id, **options)
+
+    # ---- maintenance -------------------------------------------------------------------------
+    def vacuum(self, scope: str | None = None, stream: str | None = None,
+               retention: timedelta | None = None) -> list[str]:
+        """VACUUM the stream tables (all, a scope's, or one stream's); returns the tables vacuumed.
+
+        ``retention`` defaults to the tables' own deleted-file retention; ``timedelta(0)`` removes
+        deleted files now, which breaks readers of older table versions (time travel).
+        """
+        streams = self._store.streams()
+        if scope is not None:
+            streams = streams.where(F.col("scope") == validate_scope_name(scope))
+        if stream is not None:
+            streams = streams.where(F.col("stream") == validate_stream_name(stream))
+        hours = None if retention is None else retention.total_seconds() / 3600
+        done = []
+        for row in streams.select("scope", "stream").collect():
+            for path in (self._store.segments_path(row[0], row[1]), self._store.events_path(row[0], row[1])):
+                _delta.vacuum(self.spark, path, hours)
+                done.append(path)
+        log.info("vacuum: %d tables", len(done))
+        return done
+
+    # ---- internals ---------------------------------------------------------------------------
+    def _stream(self, scope: str, stream: str) -> StreamRecord:
+        validate_scope_name(scope)
+        validate_stream_name(stream)
+        record = self._store.stream_record(scope, stream)
+        if record is None:
+            raise StreamNotFoundError(f"stream {scope}/{stream} does not exist")
+        return record
+
+    def _active_stream(self, scope: str, stream: str) -> StreamRecord:
+        """The stream's record once no workflow is pending; raises if it is sealed."""
+        record = self._recover(self._stream(scope, stream))
+        if record.state in (SEALING, SEALED):
+            raise StreamSealedError(f"stream {record.scoped_name} is sealed")
+        return record
+
+    def _recover(self, record: StreamRecord) -> StreamRecord:
+        """Finish a workflow a crashed (or concurrent) process left half-done."""
+        if record.state == CREATING:
+            return self._finish_create(record)
+        if record.state == SCALING and record.pending_scale:
+            log.info("completing pending scale of %s", record.scoped_name)
+            return self._finish_scale(record)
+        if record.state == SEALING:
+            log.info("completing pending seal of %s", record.scoped_name)
+            return self._finish_seal(record)
+        return record
+
+    def _start(self, scope: str, stream: str, state: str, **changes) -> StreamRecord:
+        record = self._recover(self._stream(scope, stream))
+        new = record.transition(state, utc_now(), **changes)
+        if not self._store.compare_and_set_stream(record, new):
+            raise _delta.Retry("stream row changed")
+        return new
+
+    def _set_state(self, record: StreamRecord, state: str, **changes) -> StreamRecord:
+        """Move ``record`` to ``state``; if someone else already did, return their record."""
+
+        def attempt() -> StreamRecord:
+            latest = self._stream(record.scope, record.stream)
+            if latest.row_version != record.row_version:
+                if latest.state != record.state or latest.pending_scale != record.pending_scale:
+                    return latest  # another process finished this workflow
+                raise _delta.Retry("stream row changed")
+            new = latest.transition(state, utc_now(), **changes)
+            if not self._store.compare_and_set_stream(latest, new):
+                raise _delta.Retry("stream row changed")
+            return new
+
+        return _delta.retrying(attempt, f"{state} {record.scoped_name}")
+
+    def _head(self, record: StreamRecord, records: Sequence[SegmentRecord]) -> StreamCut:
+        if record.head_stream_cut:
+            return StreamCut.from_text(record.head_stream_cut)
+        return head_of_stream(records, record.scoped_name)
+
+    def _tail(self, record: StreamRecord, records: Sequence[SegmentRecord],
+              version: int | None = None) -> StreamCut:
+        current = epoch_members(records, record.current_epoch)
+        if record.state == SEALED:
+            return tail_cut(record.scoped_name, records, {s.segment_id: s.sealed_size or 0 for s in current})
+        tails = self._store.segment_tails(record.scope, record.stream,
+                                          [s.segment_id for s in current], version)
+        return tail_cut(record.scoped_name, records, {sid: t.length for sid, t in tails.items()})
+
+    def _resolve_cut(self, record: StreamRecord, records: Sequence[SegmentRecord], cut: CutOrName,
+                     tail: StreamCut) -> StreamCut:
+        if isinstance(cut, str):
+            if cut == "earliest":
+                return self._head(record, records)
+            if cut == "latest":
+                return tail
+            raise InvalidStreamCutError(f"a cut is a StreamCut, 'earliest' or 'latest', got {cut!r}")
+        if not isinstance(cut, StreamCut):
+            raise InvalidStreamCutError(f"a cut is a StreamCut, 'earliest' or 'latest', got {type(cut).__name__}")
+        if cut.is_unbounded:
+            return tail
+        self._check_cut(record, records, cut)
+        return cut
+
+    def _check_cut(self, record: StreamRecord, records: Sequence[SegmentRecord], cut: StreamCut) -> None:
+        if cut.stream != record.scoped_name:
+            raise InvalidStreamCutError(f"cut of {cut.stream} used with stream {record.scoped_name}")
+        open_ids = [s.segment_id for s in records if s.sealed_size is None and s.segment_id in cut.positions]
+        lengths = {sid: t.length for sid, t in
+                   self._store.segment_tails(record.scope, record.stream, open_ids).items()}
+        validate_stream_cut(cut, records, lengths,
+                            is_event_boundary=reader.event_boundary_checker(
+                                self._store.events(record.scope, record.stream), cut))

@@ -1,0 +1,224 @@
+"""``EventStreamWriter``: routed, framed, fenced appends (Pravega's ``EventStreamWriter``).
+
+One ``write_events`` call is one Delta commit, all-or-nothing: its events get contiguous offsets
+after each segment's tail, and the commit is fenced (see ``Store.append_guard``) so that a
+concurrent append or seal of any open segment makes it retry from fresh tails, and a scale makes
+it re-route to the successors. Per routing key, events are appended in the DataFrame's row order
+(or ``order_by``).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, StringType
+
+from . import _delta
+from ._failpoints import failpoint
+from .errors import EventTooLargeError, InvalidConfigError, PravegaSparkError
+from .routing import with_event_checks, with_key_position, with_offsets, with_segment_id
+from .schema import EVENTS_SCHEMA, MAX_EVENT_SIZE, RECORD_EVENT
+from .segments import SegmentRecord, epoch_members
+from .stream_cut import StreamCut
+
+log = logging.getLogger("pravega_spark")
+
+
+class InvalidEventError(PravegaSparkError, ValueError):
+    """An event's payload is null or of an unsupported type."""
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What one write committed.
+
+    Attributes:
+        event_count: events appended (0 for an empty write or a skipped idempotent retry).
+        byte_count: framed bytes appended (8-byte header + payload per event).
+        version: the events table's Delta version of the commit (None if nothing was written).
+        tail_stream_cut: the stream's tail right after the commit.
+    """
+
+    event_count: int
+    byte_count: int
+    version: int | None
+    tail_stream_cut: StreamCut
+    segments: dict[int, int] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return (f"WriteResult(events={self.event_count}, bytes={self.byte_count}, "
+                f"version={self.version}, tail={self.tail_stream_cut!r})")
+
+
+class EventStreamWriter:
+    """Appends events to one stream.
+
+    Created by ``StreamManager.create_event_writer``. Each writer uses its own Spark session
+    (``spark.newSession()``), sharing the cluster but not per-commit settings.
+
+    Example:
+        >>> writer = manager.create_event_writer("iot", "sensors", writer_id="ingest-1")  # doctest: +SKIP
+        >>> writer.write_events(df, routing_key="device_id", event="payload")  # doctest: +SKIP
+        WriteResult(events=1000, bytes=208000, version=3, tail=...)
+    """
+
+    def __init__(self, manager, scope: str, stream: str, writer_id: str | None = None,
+                 retry: _delta.RetryPolicy | None = None) -> None:
+        self._manager = manager
+        self._store = manager._store
+        self.scope = scope
+        self.stream = stream
+        self.writer_id = writer_id or f"writer-{uuid.uuid4().hex[:12]}"
+        self._session = manager.spark.newSession()
+        self._retry = retry or _delta.RetryPolicy(attempts=40, max_backoff=3.0)
+        # last known open segments and tails: a hint, validated by the commit's fence
+        self._hint: tuple[list[SegmentRecord], dict[int, int]] | None = None
+
+    def __repr__(self) -> str:
+        return f"EventStreamWriter({self.scope}/{self.stream}, writer_id={self.writer_id!r})"
+
+    @property
+    def scoped_name(self) -> str:
+        return f"{self.scope}/{self.stream}"
+
+    def write_event(self, event: bytes | bytearray | str, routing_key: str | None = None,
+                    write_number: int | None = None) -> WriteResult:
+        """Append one event (``str`` is UTF-8 encoded). A ``None`` key routes randomly.
+
+        Raises:
+            EventTooLargeError: the payload exceeds 8 MiB (nothing is written).
+        """
+        if isinstance(event, str):
+            event = event.encode("utf-8")
+        if not isinstance(event, (bytes, bytearray)):
+            raise InvalidEventError(f"an event is bytes or str, got {type(event).__name__}")
+        if len(event) > MAX_EVENT_SIZE:
+            raise EventTooLargeError(
+                f"event of {len(event)} bytes exceeds the {MAX_EVENT_SIZE}-byte limit; use stream_event()")
+        df = self._session.createDataFrame([(routing_key, bytes(event))], "routing_key string, event binary")
+        return self.write_events(df, write_number=write_number)
+
+    def write_events(self, df: DataFrame, routing_key: str = "routing_key", event: str = "event",
+                     order_by: str | list[str] | None = None,
+                     write_number: int | None = None) -> WriteResult:
+        """Append every row of ``df`` as an event, in one atomic commit.
+
+        Args:
+            df: the events (a batch DataFrame, or a micro-batch inside ``foreachBatch``).
+            routing_key: column holding the routing key (null routes randomly).
+            event: column holding the payload (binary, or string encoded as UTF-8).
+            order_by: column(s) fixing the append order per key; default: the DataFrame's order.
+            write_number: reserved for idempotent writes; must be None for now.
+
+        Returns:
+            A ``WriteResult`` with the commit's events, bytes, Delta version and the tail after it.
+
+        Raises:
+            EventTooLargeError: an event exceeds 8 MiB (nothing is written).
+            StreamSealedError: the stream is sealed.
+            RetriesExhaustedError: concurrent writers kept winning (nothing is written).
+        """
+        if write_number is not None:
+            raise InvalidConfigError("idempotent write numbers are not supported yet (issue #4)")
+        events = self._prepare(df, routing_key, event, order_by)
+        order = [F.col(c) for c in ([order_by] if isinstance(order_by, str) else (order_by or []))]
+        order.append(F.col("__seq"))
+        return _delta.retrying(lambda: self._attempt(events, order), f"append to {self.scoped_name}",
+                               self._retry)
+
+    def close(self) -> None:
+        """Pravega's writer shutdown; the writer id may be reused later."""
+        self._hint = None
+
+    # ---- internals ---------------------------------------------------------------------------
+    def _prepare(self, df: DataFrame, routing_key: str, event: str, order_by) -> DataFrame:
+        missing = [c for c in [routing_key, event, *([order_by] if isinstance(order_by, str) else (order_by or []))]
+                   if c not in df.columns]
+        if missing:
+            raise InvalidConfigError(f"columns {missing} not in the DataFrame (columns: {df.columns})")
+        payload_type = df.schema[event].dataType
+        if isinstance(payload_type, StringType):
+            payload = F.encode(F.col(event), "UTF-8")
+        elif isinstance(payload_type, BinaryType):
+            payload = F.col(event)
+        else:
+            raise InvalidEventError(f"event column {event!r} must be binary or string, got {payload_type.simpleString()}")
+        extra = [F.col(c) for c in ([order_by] if isinstance(order_by, str) else (order_by or []))
+                 if c not in (routing_key, event)]
+        return df.select(F.col(routing_key).cast("string").alias("routing_key"),
+                         payload.alias("event"), *extra,
+                         F.monotonically_increasing_id().alias("__seq"))
+
+    def _open_segments(self) -> tuple[list[SegmentRecord], dict[int, int]]:
+        if self._hint is not None:
+            return self._hint
+        record = self._manager._active_stream(self.scope, self.stream)
+        records = self._store.segment_records(self.scope, self.stream)
+        current = epoch_members(records, record.current_epoch)
+        tails = self._store.segment_tails(self.scope, self.stream, [s.segment_id for s in current])
+        if any(t.sealed for t in tails.values()):
+            raise _delta.Retry("segments sealed by a scale in progress")
+        return current, {sid: t.length for sid, t in tails.items()}
+
+    def _attempt(self, events: DataFrame, order) -> WriteResult:
+        try:
+            segments, tails = self._open_segments()
+        except _delta.Retry:
+            self._manager._active_stream(self.scope, self.stream)  # finishes the pending scale
+            raise
+        self._hint = None
+        prepared = (events
+                    .transform(with_key_position)
+                    .transform(with_segment_id, segments=segments)
+                    .transform(with_event_checks)
+                    .transform(with_offsets, tails=tails, order=order)
+                    .select("segment_id", "offset", "next_offset",
+                            F.lit(RECORD_EVENT).alias("record_type"), "routing_key", "event",
+                            F.lit(self.writer_id).alias("writer_id"),
+                            F.current_timestamp().alias("write_time"))
+                    .select(*[F.col(f.name).cast(f.dataType) for f in EVENTS_SCHEMA.fields]))
+        path = self._store.events_path(self.scope, self.stream)
+        failpoint("append:before_commit")
+        try:
+            with _delta.tagged_commit(self._session) as token:
+                outcome = _delta.merge(self._session, path, prepared, self._store.append_guard(tails))
+        except PySparkException as exc:
+            self._raise_event_error(exc)
+            raise
+        except Exception as exc:  # Py4J errors from inside the job
+            self._raise_event_error(exc)
+            raise
+        failpoint("append:after_commit")
+        if outcome.inserted == 0:
+            return self._empty_or_stale(segments, tails)
+        version = _delta.version_of_commit(self._session, path, token)
+        after = self._store.segment_tails(self.scope, self.stream, tails.keys(), version)
+        lengths = {sid: t.length for sid, t in after.items()}
+        written = {sid: lengths[sid] - tails[sid] for sid in tails if lengths[sid] != tails[sid]}
+        self._hint = (segments, lengths)
+        result = WriteResult(outcome.inserted, sum(written.values()), version,
+                             StreamCut(self.scoped_name, lengths), written)
+        log.info("%s wrote %d events (%d bytes) to %s at version %s", self.writer_id,
+                 result.event_count, result.byte_count, self.scoped_name, version)
+        return result
+
+    def _empty_or_stale(self, segments: list[SegmentRecord], tails: dict[int, int]) -> WriteResult:
+        now = self._store.segment_tails(self.scope, self.stream, tails.keys())
+        if any(t.sealed or t.length != tails[sid] for sid, t in now.items()):
+            raise _delta.Retry("tails moved or a segment was sealed")
+        self._hint = (segments, tails)
+        return WriteResult(0, 0, None, StreamCut(self.scoped_name, tails))
+
+    @staticmethod
+    def _raise_event_error(exc: BaseException) -> None:
+        text = str(exc)
+        if "EventTooLarge:" in text:
+            detail = text[text.index("EventTooLarge:") + len("EventTooLarge:"):].splitlines()[0]
+            raise EventTooLargeError(detail.strip().rstrip(".") + "; nothing was written") from None
+        if "NullEvent:" in text:
+            raise InvalidEventError("an event payload is null; nothing was written") from None

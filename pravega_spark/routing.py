@@ -5,7 +5,7 @@ the top 52 bits of Spark's ``xxhash64(routing_key)`` read as a fraction in ``[0,
 construction as Pravega's ``HashHelper.longToDoubleFraction``, on Spark's own hash so it is stable
 and usable from SQL::
 
-    SELECT shiftrightunsigned(xxhash64(routing_key), 12) / 4503599627370496.0  -- 2^52
+    SELECT shiftrightunsigned(xxhash64(routing_key), 12) / 4503599627370496D  -- 2^52
 
 A null routing key gets a fresh random position per event, as in Pravega.
 """

@@ -1,0 +1,108 @@
+"""Scopes and streams: lifecycle, states, listing, info, and error paths that change nothing."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import pravega_spark as ps
+from tests.helpers import table_versions
+
+
+def test_scope_lifecycle(manager):
+    assert manager.create_scope("iot") is True
+    assert manager.create_scope("iot") is False
+    assert [r.scope for r in manager.list_scopes().collect()] == ["iot"]
+    assert manager.check_scope_exists("iot")
+    assert manager.delete_scope("iot") is True
+    assert manager.delete_scope("iot") is False
+    assert manager.list_scopes().count() == 0
+
+
+def test_create_stream_makes_equal_segments_and_info(manager):
+    manager.create_scope("iot")
+    config = ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4), tags=["prod", "eu"])
+    assert manager.create_stream("iot", "sensors", config) is True
+    assert manager.create_stream("iot", "sensors", config) is False
+    segs = manager.segments("iot", "sensors").collect()
+    assert [(s.segment_id, s.segment_number, s.creation_epoch) for s in segs] == [(i, i, 0) for i in range(4)]
+    assert [(s.key_start, s.key_end) for s in segs] == [(0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0)]
+    assert all(s.sealed_epoch is None and s.sealed_size is None for s in segs)
+    info = manager.stream_info("iot", "sensors")
+    assert info.state == "ACTIVE" and info.current_epoch == 0 and info.size_bytes == 0
+    assert info.configuration == config
+    assert info.head_stream_cut == info.tail_stream_cut == ps.StreamCut("iot/sensors", {i: 0 for i in range(4)})
+    assert "iot/sensors" in repr(info)
+    epochs = manager.epochs("iot", "sensors").collect()
+    assert [(e.epoch, e.segment_ids) for e in epochs] == [(0, [0, 1, 2, 3])]
+
+
+def test_list_streams_by_tag_and_exists(manager):
+    manager.create_scope("iot")
+    manager.create_stream("iot", "a", ps.StreamConfiguration(tags=["prod"]))
+    manager.create_stream("iot", "b", ps.StreamConfiguration(tags=["dev"]))
+    assert [r.stream for r in manager.list_streams("iot").collect()] == ["a", "b"]
+    assert [r.stream for r in manager.list_streams("iot", tag="prod").collect()] == ["a"]
+    assert manager.check_stream_exists("iot", "a") and not manager.check_stream_exists("iot", "zz")
+    new = ps.StreamConfiguration(tags=["prod", "gold"])
+    assert manager.update_stream("iot", "b", new)
+    assert [r.stream for r in manager.list_streams("iot", tag="gold").collect()] == ["b"]
+    assert manager.stream_info("iot", "b").configuration == new
+
+
+def test_seal_then_delete_removes_data(manager, root, stream2):
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream)
+    writer.write_event(b"hello", routing_key="k")
+    with pytest.raises(ps.StreamNotSealedError):
+        manager.delete_stream(scope, stream)
+    assert manager.seal_stream(scope, stream)
+    assert manager.stream_info(scope, stream).state == "SEALED"
+    sealed = manager.segments(scope, stream).collect()
+    assert sorted(s.sealed_size for s in sealed) == sorted([0, 13])
+    with pytest.raises(ps.StreamSealedError):
+        writer.write_event(b"late", routing_key="k")
+    with pytest.raises(ps.StreamSealedError):
+        manager.create_event_writer(scope, stream).write_event(b"late", routing_key="k")
+    with pytest.raises(ps.StreamSealedError):
+        manager.scale_stream(scope, stream, [0], [(0.0, 0.25), (0.25, 0.5)])
+    assert manager.successors(scope, stream, 0) == {}
+    assert manager.seal_stream(scope, stream)  # idempotent
+    with pytest.raises(ps.ScopeNotEmptyError):
+        manager.delete_scope(scope)
+    assert manager.delete_stream(scope, stream) is True
+    assert not os.path.exists(os.path.join(root, scope, stream))
+    assert manager.delete_stream(scope, stream) is False
+    assert not manager.check_stream_exists(scope, stream)
+    assert manager.delete_scope(scope)
+
+
+@pytest.mark.parametrize("scope,stream", [("..", "s"), ("iot", ".."), ("iot", "."), ("a/b", "s"),
+                                          ("iot", "../../etc"), ("iot", "_internal"), ("iot", "x" * 251)])
+def test_bad_names_refused_before_io(spark, tmp_path, scope, stream):
+    root = str(tmp_path / "store")
+    manager = ps.StreamManager(spark, root)
+    before = table_versions(spark, root)
+    with pytest.raises(ps.InvalidNameError):
+        manager.create_scope(scope) if stream == "s" else manager.create_stream("iot", stream)
+    assert table_versions(spark, root) == before
+    assert sorted(os.listdir(root)) == ["_pravega"]
+
+
+def test_error_paths_change_nothing(manager, root, spark, stream2):
+    scope, stream = stream2
+    before = table_versions(spark, root)
+    with pytest.raises(ps.ScopeNotFoundError):
+        manager.create_stream("nope", "s")
+    with pytest.raises(ps.StreamNotFoundError):
+        manager.stream_info(scope, "nope")
+    with pytest.raises(ps.StreamNotFoundError):
+        manager.create_event_writer(scope, "nope")
+    with pytest.raises(ps.InvalidConfigError):
+        manager.create_stream(scope, "x", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(0)))
+    with pytest.raises(ps.StreamNotSealedError):
+        manager.delete_stream(scope, stream)
+    with pytest.raises(ps.ScopeNotEmptyError):
+        manager.delete_scope(scope)
+    assert table_versions(spark, root) == before

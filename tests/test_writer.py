@@ -1,0 +1,125 @@
+"""Writing: routing, framing offsets, size limit, null keys, results, fencing hints."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import functions as F
+
+import pravega_spark as ps
+from pravega_spark.schema import HEADER_SIZE
+from tests.helpers import events_rows, table_versions
+
+
+def _contiguous(rows):
+    """Per segment, offsets start at 0 and each event starts where the previous one ended."""
+    by_seg = {}
+    for r in sorted((r for r in rows if r.record_type == 0), key=lambda r: (r.segment_id, r.offset)):
+        by_seg.setdefault(r.segment_id, []).append(r)
+    for seg_rows in by_seg.values():
+        expected = 0
+        for r in seg_rows:
+            assert r.offset == expected, (r.segment_id, r.offset, expected)
+            assert r.next_offset == r.offset + HEADER_SIZE + len(r.event)
+            expected = r.next_offset
+    return by_seg
+
+
+def test_write_events_routes_frames_and_reports(manager, spark, root, stream2):
+    scope, stream = stream2
+    df = spark.createDataFrame([(f"dev-{i % 7}", f"payload-{i}") for i in range(50)], "device string, body string")
+    writer = manager.create_event_writer(scope, stream, writer_id="w1")
+    result = writer.write_events(df, routing_key="device", event="body")
+    assert result.event_count == 50
+    payload_bytes = sum(len(f"payload-{i}") for i in range(50))
+    assert result.byte_count == payload_bytes + 50 * HEADER_SIZE
+    assert sum(result.tail_stream_cut.positions.values()) == result.byte_count
+    assert result.version is not None
+    rows = events_rows(spark, root, scope, stream)
+    by_seg = _contiguous(rows)
+    # routing: a key always lands in the segment whose range holds key_position
+    positions = dict(spark.createDataFrame([(f"dev-{i}",) for i in range(7)], "k string")
+                     .select("k", ps.key_position("k").alias("p")).collect())
+    for seg_id, seg_rows in by_seg.items():
+        lo, hi = (0.0, 0.5) if seg_id == 0 else (0.5, 1.0)
+        for r in seg_rows:
+            assert lo <= positions[r.routing_key] < hi
+            assert r.writer_id == "w1"
+    # strings are UTF-8 encoded, append order per key is the DataFrame's order
+    got = manager.read_events(scope, stream).orderBy("segment_id", "offset").collect()
+    per_key = {}
+    for r in got:
+        per_key.setdefault(r.routing_key, []).append(int(r.event.decode().split("-")[1]))
+    for key, seqs in per_key.items():
+        assert seqs == sorted(seqs), key
+
+
+def test_key_position_matches_documented_sql(spark):
+    df = spark.createDataFrame([("a",), ("dev-7",), ("",)], "k string")
+    got = df.select(ps.key_position("k").alias("p"),
+                    F.expr("shiftrightunsigned(xxhash64(k), 12) / 4503599627370496D").alias("sql")).collect()
+    for r in got:
+        assert 0.0 <= r.p < 1.0 and r.p == r.sql
+
+
+def test_second_write_continues_offsets_and_order_by(manager, spark, root, stream2):
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream)
+    first = writer.write_event("x" * 10, routing_key="k")
+    df = spark.createDataFrame([("k", 3, "c"), ("k", 1, "a"), ("k", 2, "b")], "k string, n int, e string")
+    second = writer.write_events(df, routing_key="k", event="e", order_by="n")
+    assert second.event_count == 3 and second.byte_count == 3 * 9
+    seg = next(iter(second.segments))
+    assert first.tail_stream_cut.positions[seg] == 18
+    assert second.tail_stream_cut.positions[seg] == 18 + 27
+    got = manager.read_events(scope, stream).orderBy("segment_id", "offset").collect()
+    assert [r.event for r in got] == [b"x" * 10, b"a", b"b", b"c"]
+    _contiguous(events_rows(spark, root, scope, stream))
+    # a second writer sees the first's tail (no cached state needed)
+    other = manager.create_event_writer(scope, stream).write_event(b"z", routing_key="k")
+    assert other.tail_stream_cut.positions[seg] == 45 + 9
+
+
+def test_null_keys_spread_randomly(manager, spark, stream2):
+    scope, stream = stream2
+    df = spark.createDataFrame([(None, b"e")] * 200, "routing_key string, event binary")
+    manager.create_event_writer(scope, stream).write_events(df)
+    counts = {r.segment_id: r["count"] for r in manager.read_events(scope, stream).groupBy("segment_id").count().collect()}
+    assert set(counts) == {0, 1} and min(counts.values()) > 50
+
+
+def test_event_too_large_writes_nothing(manager, spark, root, stream2):
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream)
+    before = table_versions(spark, root)
+    with pytest.raises(ps.EventTooLargeError):
+        writer.write_event(b"x" * (ps.MAX_EVENT_SIZE + 1), routing_key="k")
+    big = spark.range(3).select(F.lit("k").alias("routing_key"),
+                                F.expr(f"CASE WHEN id = 2 THEN repeat('x', {ps.MAX_EVENT_SIZE + 1}) ELSE 'ok' END").alias("event"))
+    with pytest.raises(ps.EventTooLargeError, match="8388609"):
+        writer.write_events(big)
+    assert table_versions(spark, root) == before
+    assert writer.write_event(b"x" * ps.MAX_EVENT_SIZE, routing_key="k").event_count == 1
+
+
+def test_bad_input_writes_nothing(manager, spark, root, stream2):
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream)
+    before = table_versions(spark, root)
+    with pytest.raises(ps.InvalidConfigError):
+        writer.write_events(spark.createDataFrame([("k", "v")], "a string, b string"))
+    with pytest.raises(ps.InvalidEventError):
+        writer.write_events(spark.createDataFrame([("k", 1)], "routing_key string, event int"))
+    with pytest.raises(ps.InvalidEventError):
+        writer.write_events(spark.createDataFrame([("k", None)], "routing_key string, event binary"))
+    with pytest.raises(ps.InvalidEventError):
+        writer.write_event(12, routing_key="k")
+    assert table_versions(spark, root) == before
+
+
+def test_empty_write_commits_nothing(manager, spark, root, stream2):
+    scope, stream = stream2
+    before = table_versions(spark, root)
+    result = manager.create_event_writer(scope, stream).write_events(
+        spark.createDataFrame([], "routing_key string, event binary"))
+    assert result.event_count == 0 and result.version is None
+    assert table_versions(spark, root) == before

@@ -65,6 +65,9 @@ def spark_session(**spark_conf: str) -> SparkSession:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    if "PYSPARK_GATEWAY_PORT" in os.environ and not spark_conf:
+        # launched by spark-submit (or the pyspark shell): its settings, jars and master apply
+        return SparkSession.builder.getOrCreate()
     builder = SparkSession.builder.appName(spark_conf.pop("spark.app.name", "pravega-spark"))
     if "spark.master" not in spark_conf and "MASTER" not in os.environ:
         builder = builder.master("local[2]")

@@ -1,0 +1,22 @@
+"""Shared bits of the spark-submit entry points: logging set-up and conf/ loading."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+def setup_logging(verbose: bool = False) -> logging.Logger:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("py4j", "py4j.clientserver"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    return logging.getLogger("pravega_spark.jobs")
+
+
+def load_conf(name: str, path: str | None = None) -> dict:
+    """Load ``conf/<name>.json`` (or ``path``)."""
+    return json.loads(Path(path or CONF_DIR / f"{name}.json").read_text())

@@ -1,0 +1,20 @@
+"""The README's quick start runs as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_quick_start_runs(spark, tmp_path, capsys):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    assert blocks, "README has no python block"
+    namespace = {"root": str(tmp_path / "lake")}
+    exec(compile(blocks[0], "README.md", "exec"), namespace)  # noqa: S102
+    out = capsys.readouterr().out
+    assert "WriteResult(events=3" in out
+    assert namespace["restored"] == namespace["cut"]
+    assert namespace["later"].count() == 1
+    assert namespace["everything"].count() == 4

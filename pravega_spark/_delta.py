@@ -55,7 +55,7 @@ USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 class RetryPolicy:
     """Bounded retries with exponential backoff and full jitter."""
 
-    attempts: int = 12
+    attempts: int = 30
     initial_backoff: float = 0.05
     max_backoff: float = 2.0
 
@@ -98,7 +98,8 @@ def retrying(step: Callable[[], T], what: str, policy: RetryPolicy = DEFAULT_RET
                 raise
             last = exc
             log.debug("%s: conflict on attempt %d: %s", what, attempt + 1, type(exc).__name__)
-        time.sleep(policy.delay(attempt))
+        if attempt + 1 < policy.attempts:
+            time.sleep(policy.delay(attempt))
     raise RetriesExhaustedError(
         f"{what}: gave up after {policy.attempts} attempts conflicting with concurrent writers "
         f"(last: {type(last).__name__}: {str(last).splitlines()[0] if last else ''}); nothing was "
@@ -159,7 +160,7 @@ def tagged_commit(spark: SparkSession) -> Iterator[str]:
             spark.conf.set(USER_METADATA_CONF, previous)
 
 
-def version_of_commit(spark: SparkSession, path: str, token: str, depth: int = 50) -> int | None:
+def version_of_commit(spark: SparkSession, path: str, token: str, depth: int = 500) -> int | None:
     """The version whose commit carries ``token`` (see :func:`tagged_commit`), if among the last ``depth``."""
     rows = (DeltaTable.forPath(spark, path).history(depth)
             .where(f"userMetadata = '{token}'").select("version").collect())
@@ -206,9 +207,17 @@ def delete(spark: SparkSession, path: str, condition: str) -> None:
 
 def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> None:
     """VACUUM the table; retention below the table's own window needs the safety check off."""
+    check = "spark.databricks.delta.retentionDurationCheck.enabled"
+    previous = spark.conf.get(check, None)
     if retention_hours is not None:
-        spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-    DeltaTable.forPath(spark, path).vacuum(retention_hours)
+        spark.conf.set(check, "false")
+    try:
+        DeltaTable.forPath(spark, path).vacuum(retention_hours)
+    finally:
+        if previous is None:
+            spark.conf.unset(check)
+        else:
+            spark.conf.set(check, previous)
 
 
 def _fs(spark: SparkSession, path: str):  # -> (FileSystem, Path) JVM objects

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -68,6 +69,8 @@ def spark_session(**spark_conf: str) -> SparkSession:
     if "PYSPARK_GATEWAY_PORT" in os.environ and not spark_conf:
         # launched by spark-submit (or the pyspark shell): its settings, jars and master apply
         return SparkSession.builder.getOrCreate()
+    # Python workers run the driver's interpreter (same pyspark), not whatever python3 is on PATH
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(spark_conf.pop("spark.app.name", "pravega-spark"))
     if "spark.master" not in spark_conf and "MASTER" not in os.environ:
         builder = builder.master("local[2]")

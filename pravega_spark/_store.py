@@ -42,6 +42,10 @@ def sql_str(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+# Seals compete with every appender of the stream: give them more attempts than a single append.
+SEAL_RETRY = _delta.RetryPolicy(attempts=80, max_backoff=2.0)
+
+
 @dataclass(frozen=True)
 class SegmentTail:
     """A segment's length (its tail offset) and whether a seal record closes it."""
@@ -198,9 +202,12 @@ class Store:
         expected tail or any control record (a seal): if one exists, the insert-only MERGE
         inserts nothing and the caller re-reads.
         """
-        return " OR ".join(
+        ids = ", ".join(str(int(sid)) for sid in sorted(tails))
+        stale = " OR ".join(
             f"(t.segment_id = {int(sid)} AND (t.next_offset > {int(tail)} OR t.record_type > {RECORD_EVENT}))"
             for sid, tail in sorted(tails.items()))
+        # the first conjunct is partition-only: Delta fences the commit on exactly these partitions
+        return f"t.segment_id IN ({ids}) AND ({stale})"
 
     def seal_segments(self, scope: str, stream: str, segment_ids: Sequence[int]) -> dict[int, int]:
         """Close each segment with a seal record at its length (idempotent); returns sealed sizes.
@@ -223,4 +230,5 @@ class Store:
                     raise _delta.Retry("segment grew or was sealed meanwhile")
             return {sid: t.length for sid, t in tails.items()}
 
-        return _delta.retrying(attempt, f"seal segments {list(segment_ids)} of {scope}/{stream}")
+        return _delta.retrying(attempt, f"seal segments {list(segment_ids)} of {scope}/{stream}",
+                               SEAL_RETRY)

@@ -32,6 +32,7 @@ def explode_epochs(segments: DataFrame, *, current_epoch: int) -> DataFrame:
     """
     last = F.coalesce(F.col("sealed_epoch") - F.lit(1), F.lit(current_epoch))
     return (segments
+            .where(F.col("creation_epoch") <= F.lit(current_epoch))  # not yet active mid-scale
             .withColumn("epoch", F.explode(F.sequence(F.col("creation_epoch"), last)))
             .groupBy("epoch")
             .agg(F.max(F.when(F.col("creation_epoch") == F.col("epoch"), F.col("creation_time")))

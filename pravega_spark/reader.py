@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .errors import InvalidStreamCutError, TruncatedDataError
-from .schema import RECORD_EVENT, READ_COLUMNS
+from .schema import READ_COLUMNS, RECORD_EVENT
 from .segments import SegmentRecord
 from .stream_cut import StreamCut, segments_between, stream_cut_equal_or_after
 

@@ -11,6 +11,7 @@ Layout of a store (``root``)::
 from __future__ import annotations
 
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     DoubleType,
     IntegerType,
@@ -19,7 +20,6 @@ from pyspark.sql.types import (
     StructField,
     StructType,
     TimestampType,
-    ArrayType,
 )
 
 SYSTEM_DIR = "_pravega"

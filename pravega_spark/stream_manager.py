@@ -15,11 +15,13 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from . import _delta, epochs as epochs_mod, reader
+from . import _delta, reader
+from . import epochs as epochs_mod
 from ._failpoints import failpoint
 from ._store import Store, utc_now
 from .config import StreamConfiguration
 from .errors import (
+    InvalidConfigError,
     InvalidStreamCutError,
     ScaleConflictError,
     ScopeNotEmptyError,
@@ -130,7 +132,6 @@ class StreamManager:
         validate_stream_name(stream)
         config = config or StreamConfiguration()
         if not isinstance(config, StreamConfiguration):
-            from .errors import InvalidConfigError
             raise InvalidConfigError(f"config must be a StreamConfiguration, got {type(config).__name__}")
         if not self._store.scope_exists(scope):
             raise ScopeNotFoundError(f"scope {scope} does not exist")
@@ -160,7 +161,9 @@ class StreamManager:
         Raises:
             StreamSealedError: the stream is sealed.
         """
-        record = self._stream(scope, stream)
+        if not isinstance(config, StreamConfiguration):
+            raise InvalidConfigError(f"config must be a StreamConfiguration, got {type(config).__name__}")
+        record = self._settled(scope, stream)
         if record.state in (SEALING, SEALED):
             raise StreamSealedError(f"stream {record.scoped_name} is sealed")
 
@@ -191,7 +194,7 @@ class StreamManager:
 
     def stream_info(self, scope: str, stream: str) -> StreamInfo:
         """State, configuration, current epoch, head and tail cuts, and size of the stream."""
-        record = self._stream(scope, stream)
+        record = self._settled(scope, stream)
         records = self._store.segment_records(scope, stream)
         head = self._head(record, records)
         tail = self._tail(record, records)
@@ -252,7 +255,7 @@ class StreamManager:
     # ---- segments and epochs -----------------------------------------------------------------
     def segments(self, scope: str, stream: str, epoch: int | None = None) -> DataFrame:
         """The stream's segments (every one it ever had, or the members of ``epoch``)."""
-        self._stream(scope, stream)
+        self._settled(scope, stream)
         df = self._store.segments(scope, stream)
         if epoch is not None:
             df = df.transform(epochs_mod.filter_epoch_members, epoch=int(epoch))
@@ -260,18 +263,18 @@ class StreamManager:
 
     def epochs(self, scope: str, stream: str) -> DataFrame:
         """One row per epoch: ``epoch, creation_time, segment_ids``."""
-        record = self._stream(scope, stream)
+        record = self._settled(scope, stream)
         return (self._store.segments(scope, stream)
                 .transform(epochs_mod.explode_epochs, current_epoch=record.current_epoch))
 
     def successors(self, scope: str, stream: str, segment_id: int) -> dict[int, list[int]]:
         """Successors of a sealed segment, each with its predecessors (empty if open/unknown)."""
-        self._stream(scope, stream)
+        self._settled(scope, stream)
         return successors_with_predecessors(self._store.segment_records(scope, stream), int(segment_id))
 
     def predecessors(self, scope: str, stream: str, segment_id: int) -> list[int]:
         """The segments sealed to create ``segment_id`` that overlap it."""
-        self._stream(scope, stream)
+        self._settled(scope, stream)
         records = self._store.segment_records(scope, stream)
         if not any(r.segment_id == segment_id for r in records):
             raise SegmentNotFoundError(f"segment {segment_id} is not a segment of {scope}/{stream}")
@@ -279,9 +282,8 @@ class StreamManager:
 
     def segments_at(self, scope: str, stream: str, time: datetime) -> DataFrame:
         """The segments active at ``time`` (those of the epoch in force then)."""
-        record = self._stream(scope, stream)
+        self._settled(scope, stream)
         epoch = epochs_mod.epoch_at(self._store.segment_records(scope, stream), _as_utc(time))
-        del record
         return self.segments(scope, stream, epoch)
 
     # ---- scaling -----------------------------------------------------------------------------
@@ -325,7 +327,8 @@ class StreamManager:
             latest = self._stream(scope, stream)
             if latest.state == SCALING and latest.pending_scale:
                 other = EpochTransition.from_json(latest.pending_scale)
-                if other.sealed_segments == tuple(sealed):
+                if (other.sealed_segments == tuple(sealed)
+                        and [(r.key_start, r.key_end) for r in other.new_segments] == ranges):
                     return latest  # same scale submitted twice: idempotent
                 raise ScaleConflictError(f"another scale of {record.scoped_name} is in progress: {other!r}")
             raise _delta.Retry("stream row changed")
@@ -351,18 +354,18 @@ class StreamManager:
 
     # ---- cuts --------------------------------------------------------------------------------
     def head_stream_cut(self, scope: str, stream: str) -> StreamCut:
-        record = self._stream(scope, stream)
+        record = self._settled(scope, stream)
         return self._head(record, self._store.segment_records(scope, stream))
 
     def tail_stream_cut(self, scope: str, stream: str) -> StreamCut:
         """The current segments at their lengths."""
-        record = self._stream(scope, stream)
+        record = self._settled(scope, stream)
         return self._tail(record, self._store.segment_records(scope, stream))
 
     def stream_cut_at(self, scope: str, stream: str, time: datetime) -> StreamCut:
         """The tail as it was at ``time``: the segments of the epoch active then, each at the end
         of its last event written at or before ``time`` (never before the head)."""
-        record = self._stream(scope, stream)
+        record = self._settled(scope, stream)
         records = self._store.segment_records(scope, stream)
         at = _as_utc(time)
         epoch = epochs_mod.epoch_at(records, at)
@@ -379,7 +382,7 @@ class StreamManager:
     def size_between(self, scope: str, stream: str, from_cut: CutOrName = "earliest",
                      to_cut: CutOrName = "latest") -> int:
         """Bytes (framed) between two cuts, as Pravega's ``sizeBetweenStreamCuts``."""
-        record = self._stream(scope, stream)
+        record = self._settled(scope, stream)
         records = self._store.segment_records(scope, stream)
         tail = self._tail(record, records)
         start = self._resolve_cut(record, records, from_cut, tail)
@@ -388,7 +391,7 @@ class StreamManager:
 
     def validate_stream_cut(self, scope: str, stream: str, cut: StreamCut) -> StreamCut:
         """Raise ``InvalidStreamCutError`` unless ``cut`` is a valid cut of the stream."""
-        record = self._stream(scope, stream)
+        record = self._settled(scope, stream)
         records = self._store.segment_records(scope, stream)
         self._check_cut(record, records, cut)
         return cut
@@ -405,7 +408,7 @@ class StreamManager:
             TruncatedDataError: ``start`` is before the stream's head.
             InvalidStreamCutError: a cut is invalid or ``end`` is before ``start``.
         """
-        record = self._stream(scope, stream)
+        record = self._settled(scope, stream)
         records = self._store.segment_records(scope, stream)
         version = self._store.events_version(scope, stream)
         tail = self._tail(record, records, version)
@@ -457,6 +460,10 @@ class StreamManager:
         if record is None:
             raise StreamNotFoundError(f"stream {scope}/{stream} does not exist")
         return record
+
+    def _settled(self, scope: str, stream: str) -> StreamRecord:
+        """The stream's record after finishing any workflow a crashed process left half-done."""
+        return self._recover(self._stream(scope, stream))
 
     def _active_stream(self, scope: str, stream: str) -> StreamRecord:
         """The stream's record once no workflow is pending; raises if it is sealed."""

@@ -1,0 +1,182 @@
+"""Append/read throughput vs raw Delta, and metadata cost vs history length.
+
+    .venv/bin/python bench/append_read.py [--events 1000000] [--size 200] [--root /tmp/bench]
+
+Prints, for the same rows in the same process:
+  1. write_events of N events (~SIZE bytes, 4 segments) vs a raw Delta append of the same rows
+     partitioned the same way (target: >= 0.75x raw throughput);
+  2. read_events between two cuts vs a raw filtered Delta read of the same rows (target >= 0.8x);
+  3. successors() and tail_stream_cut() on a 500-epoch stream vs a 5-epoch stream (target <= 2x).
+     Both histories are built with the same bulk builder (one commit per table rather than four
+     per scale, to keep the run short); Delta checkpoints every 10 commits, so a history built by
+     500 real scales replays at most 10 more log files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pyspark.sql import functions as F
+
+import pravega_spark as ps
+from pravega_spark._store import utc_now
+from pravega_spark.reader import filter_segment_ranges, segment_ranges
+from pravega_spark.routing import with_key_position, with_segment_id
+from pravega_spark.scaling import apply_transition, plan_scale
+from pravega_spark.schema import EVENTS_SCHEMA
+from pravega_spark.segments import epoch_members
+
+
+def timed(fn, repeat=1):
+    times = []
+    result = None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return min(times), result
+
+
+def source(spark, events: int, size: int):
+    # ~size-byte payloads, 10,000 keys
+    return spark.range(events).select(
+        F.concat(F.lit("device-"), (F.col("id") % 10000).cast("string")).alias("routing_key"),
+        F.concat(F.col("id").cast("string"), F.lit(":"), F.expr(f"repeat('x', {size - 12})")).cast("binary").alias("event"))
+
+
+def bench_append_read(spark, root: str, events: int, size: int) -> None:
+    manager = ps.StreamManager(spark, root)
+    manager.create_scope("bench")
+    manager.create_stream("bench", "append", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
+    segments = epoch_members(manager._store.segment_records("bench", "append"), 0)
+    raw_path = f"{root}/raw_append"
+    # warm-up both paths on a small write
+    w = manager.create_event_writer("bench", "append", writer_id="bench")
+    manager.create_stream("bench", "warm", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
+    manager.create_event_writer("bench", "warm").write_events(source(spark, 10000, size))
+    (source(spark, 10000, size).transform(with_key_position).transform(with_segment_id, segments=segments)
+     .drop("key_position").write.format("delta").partitionBy("segment_id").mode("append").save(f"{root}/raw_warm"))
+
+    raw_src = (source(spark, events, size).transform(with_key_position)
+               .transform(with_segment_id, segments=segments).drop("key_position"))
+    raw_t, _ = timed(lambda: raw_src.write.format("delta").partitionBy("segment_id").mode("append").save(raw_path))
+    ours_t, result = timed(lambda: w.write_events(source(spark, events, size)))
+    print(f"append  {events:,} events x ~{size} B over 4 segments")
+    print(f"  raw Delta append : {raw_t:7.2f} s  {events / raw_t:12,.0f} events/s")
+    print(f"  write_events     : {ours_t:7.2f} s  {events / ours_t:12,.0f} events/s  "
+          f"({result.byte_count:,} framed bytes, version {result.version})")
+    print(f"  ratio ours/raw throughput: {raw_t / ours_t:.2f}x (target >= 0.75x)")
+
+    # two cuts inside the data: a quarter and three quarters of each segment
+    tail = result.tail_stream_cut
+    events_df = spark.read.format("delta").load(manager._store.events_path("bench", "append"))
+    bounds = {}
+    for frac in (0.25, 0.75):
+        pos = {}
+        for sid, length in tail.positions.items():
+            target = int(length * frac)
+            pos[sid] = int(events_df.where((F.col("segment_id") == sid) & (F.col("offset") >= target))
+                           .agg(F.min("offset")).first()[0])
+        bounds[frac] = ps.StreamCut("bench/append", pos)
+    start, end = bounds[0.25], bounds[0.75]
+    records = manager._store.segment_records("bench", "append")
+    ranges = segment_ranges(start, end, records)
+    version = manager._store.events_version("bench", "append")
+
+    def raw_read():
+        df = (spark.read.format("delta").option("versionAsOf", version).load(manager._store.events_path("bench", "append"))
+              .transform(filter_segment_ranges, ranges=ranges))
+        df.write.format("noop").mode("overwrite").save()
+
+    def our_read():
+        manager.read_events("bench", "append", start, end).write.format("noop").mode("overwrite").save()
+
+    raw_read(), our_read()  # warm
+    raw_r, _ = timed(raw_read, 3)
+    ours_r, _ = timed(our_read, 3)
+    n = manager.read_events("bench", "append", start, end).count()
+    print(f"read    {n:,} events between two cuts (best of 3)")
+    print(f"  raw filtered Delta read: {raw_r:7.2f} s  {n / raw_r:12,.0f} events/s")
+    print(f"  read_events            : {ours_r:7.2f} s  {n / ours_r:12,.0f} events/s")
+    print(f"  ratio ours/raw throughput: {raw_r / ours_r:.2f}x (target >= 0.8x)")
+
+
+def build_history(manager: ps.StreamManager, stream: str, epochs: int) -> None:
+    """A 4-segment stream taken through ``epochs`` scales (split, then merge back), in bulk."""
+    store = manager._store
+    manager.create_stream("bench", stream, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
+    records = store.segment_records("bench", stream)
+    t0 = records[0].creation_time
+    sealed_sizes = {}
+    for e in range(epochs):
+        current = epoch_members(records, e)
+        if e % 2 == 0:
+            s = current[e % len(current)]
+            mid = (s.key_start + s.key_end) / 2
+            plan = plan_scale(records, [s.segment_id], [(s.key_start, mid), (mid, s.key_end)], 4,
+                              t0 + timedelta(seconds=e + 1))
+        else:
+            # merge the two newest segments back
+            newest = sorted(current, key=lambda r: r.segment_id)[-2:]
+            newest.sort(key=lambda r: r.key_start)
+            plan = plan_scale(records, [r.segment_id for r in newest], [(newest[0].key_start, newest[1].key_end)], 4,
+                              t0 + timedelta(seconds=e + 1))
+        sizes = {sid: 0 for sid in plan.sealed_segments}
+        sealed_sizes.update(sizes)
+        records = apply_transition(records, plan, sizes)
+    store.merge_segments("bench", stream, records)
+    markers = manager.spark.createDataFrame(
+        [(sid, 0, 0, 1, None, None, None, t0) for sid in sealed_sizes], EVENTS_SCHEMA)
+    markers.write.format("delta").mode("append").save(store.events_path("bench", stream))
+    latest = store.stream_record("bench", stream)
+    store.compare_and_set_stream(latest, latest.transition("ACTIVE", utc_now(), current_epoch=epochs))
+    manager.create_event_writer("bench", stream).write_events(source(manager.spark, 2000, 100))
+
+
+def bench_history(spark, root: str) -> None:
+    manager = ps.StreamManager(spark, root)
+    manager.create_scope("bench")
+    results = {}
+    for epochs in (5, 500):
+        name = f"history{epochs}"
+        build_history(manager, name, epochs)
+        sealed = [r.segment_id for r in manager._store.segment_records("bench", name) if r.sealed_epoch is not None]
+        probe = sealed[len(sealed) // 2]
+        manager.successors("bench", name, probe), manager.tail_stream_cut("bench", name)  # warm
+        succ = statistics.median(
+            timed(lambda n=name, s=probe: manager.successors("bench", n, s))[0] for _ in range(5))
+        tail = statistics.median(timed(lambda n=name: manager.tail_stream_cut("bench", n))[0] for _ in range(5))
+        results[epochs] = (succ, tail, len(sealed))
+    print("history length (median of 5)")
+    for epochs, (succ, tail, n) in results.items():
+        print(f"  {epochs:3d} epochs ({n:4d} sealed segments): successors {succ * 1000:7.1f} ms, "
+              f"tail_stream_cut {tail * 1000:7.1f} ms")
+    print(f"  ratio 500/5: successors {results[500][0] / results[5][0]:.2f}x, "
+          f"tail_stream_cut {results[500][1] / results[5][1]:.2f}x (target <= 2x)")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--events", type=int, default=1_000_000)
+    p.add_argument("--size", type=int, default=200)
+    p.add_argument("--root", default="/tmp/pravega-bench")
+    p.add_argument("--skip-append", action="store_true")
+    a = p.parse_args(argv)
+    shutil.rmtree(a.root, ignore_errors=True)
+    spark = ps.spark_session(**{"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4"})
+    if not a.skip_append:
+        bench_append_read(spark, a.root + "/a", a.events, a.size)
+    bench_history(spark, a.root + "/h")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""A process SIGKILLed between the commits of a scale, a seal or an append; then recovery."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+import pravega_spark as ps
+from pravega_spark.segments import segment_id
+from tests.invariants import check_key_order, check_stream_consistent
+from tests.test_concurrency import spawn
+
+
+def _prepare(manager, spark):
+    manager.create_scope("iot")
+    manager.create_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
+    w = manager.create_event_writer("iot", "sensors", writer_id="w0")
+    w.write_events(spark.createDataFrame([(f"key-{i % 8}", f"w0:0000:{i:06d}") for i in range(40)],
+                                         "routing_key string, event string"))
+    return w
+
+
+def _killed(root, failpoint, op):
+    proc = spawn("crash", "--root", root, "--failpoint", failpoint, "--op", op)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == -signal.SIGKILL, f"not killed at {failpoint}: {out}\n{err[-2000:]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("failpoint", ["scale:after_start", "scale:after_seal", "scale:after_segments"])
+def test_scale_killed_between_commits_is_completed(spark, root, manager, failpoint):
+    _prepare(manager, spark)
+    _killed(root, failpoint, "scale")
+    assert manager._store.stream_record("iot", "sensors").state == "SCALING"
+    # the next operation on the stream (an append) rolls the scale forward, then appends
+    w = manager.create_event_writer("iot", "sensors", writer_id="w1")
+    result = w.write_events(spark.createDataFrame([(f"key-{i % 8}", f"w1:0000:{i:06d}") for i in range(40)],
+                                                  "routing_key string, event string"))
+    assert result.event_count == 40
+    info = manager.stream_info("iot", "sensors")
+    assert info.state == "ACTIVE" and info.current_epoch == 1
+    assert set(info.tail_stream_cut.positions) == {1, segment_id(2, 1), segment_id(3, 1)}
+    assert manager.successors("iot", "sensors", 0) == {(1 << 32) | 2: [0], (1 << 32) | 3: [0]}
+    # the retried scale finds it done
+    with pytest.raises(ps.ScalePreconditionError):
+        manager.scale_stream("iot", "sensors", [0], [(0.0, 0.25), (0.25, 0.5)])
+    events = check_stream_consistent(spark, manager, "iot", "sensors")
+    assert sorted(r.event.decode() for r in events) == sorted(
+        [f"w0:0000:{i:06d}" for i in range(40)] + [f"w1:0000:{i:06d}" for i in range(40)])
+    check_key_order(events)
+
+
+@pytest.mark.slow
+def test_seal_killed_midway_is_completed(spark, root, manager):
+    _prepare(manager, spark)
+    _killed(root, "seal:after_start", "seal")
+    assert manager._store.stream_record("iot", "sensors").state == "SEALING"
+    with pytest.raises(ps.StreamSealedError):
+        manager.create_event_writer("iot", "sensors").write_event(b"x", routing_key="k")
+    assert manager.stream_info("iot", "sensors").state == "SEALED"
+    check_stream_consistent(spark, manager, "iot", "sensors")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["failpoint", "during_commit"])
+def test_append_killed_leaves_all_or_nothing_then_retry(spark, root, manager, how):
+    _prepare(manager, spark)
+    if how == "failpoint":
+        proc = spawn("crash", "--root", root, "--failpoint", "append:before_commit", "--op", "append",
+                     "--per-batch", "40")
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == -signal.SIGKILL, f"not killed: {out}\n{err[-2000:]}"
+    else:
+        proc = spawn("crash", "--root", root, "--failpoint", "none", "--op", "append", "--per-batch", "20000")
+        line = proc.stdout.readline()
+        assert "COMMITTING" in line
+        time.sleep(4.0)  # inside the routing/offset/MERGE job of a 20,000-event write
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    events = check_stream_consistent(spark, manager, "iot", "sensors")
+    crashed = [r for r in events if r.event.startswith(b"crasher")]
+    per_batch = 40 if how == "failpoint" else 20000
+    assert len(crashed) in (0, per_batch)  # atomic: all of the write or none of it
+    if not crashed:  # the retry
+        w = manager.create_event_writer("iot", "sensors", writer_id="crasher")
+        w.write_events(spark.createDataFrame([(f"key-{i % 8}", f"crasher:0000:{i:06d}") for i in range(per_batch)],
+                                             "routing_key string, event string"))
+    events = check_stream_consistent(spark, manager, "iot", "sensors")
+    crashed = sorted(r.event.decode() for r in events if r.event.startswith(b"crasher"))
+    assert crashed == [f"crasher:0000:{i:06d}" for i in range(per_batch)]
+    check_key_order(events)
+
+
+@pytest.mark.slow
+def test_create_killed_after_row_is_finished_by_next_operation(spark, root, manager):
+    manager.create_scope("iot")
+    _killed(root, "create:after_row", "create")
+    assert manager._store.stream_record("iot", "sensors").state == "CREATING"
+    info = manager.stream_info("iot", "sensors")  # any operation finishes the creation
+    assert info.state == "ACTIVE" and len(info.tail_stream_cut.positions) == 2
+    assert manager.create_event_writer("iot", "sensors").write_event(b"x", routing_key="k").event_count == 1
+    assert manager.create_stream("iot", "sensors") is False
+
+
+@pytest.mark.slow
+def test_delete_killed_after_data_is_finished_by_retry(spark, root, manager):
+    _prepare(manager, spark)
+    manager.seal_stream("iot", "sensors")
+    _killed(root, "delete:after_data", "delete")
+    assert not os.path.exists(os.path.join(root, "iot", "sensors"))
+    assert manager.check_stream_exists("iot", "sensors")  # row still there, SEALED
+    assert manager.delete_stream("iot", "sensors") is True
+    assert not manager.check_stream_exists("iot", "sensors")
+    assert manager.delete_scope("iot")

@@ -1,0 +1,126 @@
+"""Reading between cuts, cut validity against the stored stream, DataFrame round trip, cut at time."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+import pytest
+from chispa import assert_df_equality
+
+import pravega_spark as ps
+from pravega_spark.reader import SegmentRange, check_read_bounds, filter_segment_ranges
+from tests.helpers import table_versions
+
+ROWS_SCHEMA = "routing_key string, event string"
+
+
+def _write(writer, spark, prefix, n, keys=4):
+    return writer.write_events(spark.createDataFrame([(f"k{i % keys}", f"{prefix}{i:03d}") for i in range(n)], ROWS_SCHEMA))
+
+
+def test_read_between_cuts_across_a_scale(manager, spark, stream2):
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream)
+    _write(writer, spark, "a", 12)
+    cut1 = manager.tail_stream_cut(scope, stream)
+    _write(writer, spark, "b", 12)
+    manager.scale_stream(scope, stream, [0], [(0.0, 0.25), (0.25, 0.5)])
+    _write(writer, spark, "c", 12)
+    cut2 = manager.tail_stream_cut(scope, stream)
+    _write(writer, spark, "d", 12)
+    middle = manager.read_events(scope, stream, start=cut1, end=cut2)
+    assert sorted(r.event.decode()[0] for r in middle.collect()) == ["b"] * 12 + ["c"] * 12
+    assert middle.columns == ["scope", "stream", "segment_id", "offset", "event", "routing_key", "writer_id", "write_time"]
+    assert manager.read_events(scope, stream, end=cut1).count() == 12
+    assert manager.read_events(scope, stream, start=cut2).count() == 12
+    assert manager.read_events(scope, stream, start=cut2, end=cut2).count() == 0
+    assert manager.size_between(scope, stream, cut1, cut2) == 24 * (8 + 4)
+    assert manager.size_between(scope, stream) == manager.stream_info(scope, stream).size_bytes == 48 * 12
+    # the DataFrame is pinned: later writes do not change it
+    before = middle.count()
+    _write(writer, spark, "e", 4)
+    assert middle.count() == before
+    assert manager.read_events(scope, stream, start=cut2).count() == 16
+    # per key, (segment_id, offset) order is append order
+    rows = manager.read_events(scope, stream).collect()
+    for key in {r.routing_key for r in rows}:
+        seq = [r.event.decode() for r in sorted((r for r in rows if r.routing_key == key),
+                                                key=lambda r: (r.segment_id, r.offset))]
+        assert seq == sorted(seq)
+    with pytest.raises(ps.InvalidStreamCutError):
+        manager.read_events(scope, stream, start=cut2, end=cut1)
+
+
+def test_invalid_cuts_refused(manager, spark, root, stream2):
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream)
+    _write(writer, spark, "a", 8, keys=1)
+    tail = manager.tail_stream_cut(scope, stream)
+    seg = next(s for s, o in tail.positions.items() if o > 0)
+    before = table_versions(spark, root)
+    bad = [
+        ps.StreamCut("iot/other", tail.positions),                        # other stream
+        ps.StreamCut(f"{scope}/{stream}", {seg: tail.positions[seg]}),     # does not cover the key space
+        tail.with_positions({seg: tail.positions[seg] + 12}),              # beyond the segment's length
+        tail.with_positions({seg: 3}),                                     # not on an event boundary
+        ps.StreamCut(f"{scope}/{stream}", {0: 0, 1: 0, 99: 0}),            # unknown segment
+    ]
+    for cut in bad:
+        with pytest.raises(ps.InvalidStreamCutError):
+            manager.read_events(scope, stream, start=cut)
+        with pytest.raises(ps.InvalidStreamCutError):
+            manager.validate_stream_cut(scope, stream, cut)
+    with pytest.raises(ps.InvalidStreamCutError):
+        manager.read_events(scope, stream, start="yesterday")
+    assert table_versions(spark, root) == before
+    assert manager.validate_stream_cut(scope, stream, tail.with_positions({seg: 12})) is not None
+
+
+def test_cut_dataframe_and_text_round_trip(manager, spark, stream2):
+    scope, stream = stream2
+    _write(manager.create_event_writer(scope, stream), spark, "a", 6)
+    cut = manager.tail_stream_cut(scope, stream)
+    df = cut.to_df(spark)
+    assert {r.segment_id: r.offset for r in df.collect()} == dict(cut.positions)
+    assert ps.StreamCut.from_df(df) == cut
+    assert_df_equality(ps.StreamCut.from_df(df).to_df(spark), df, ignore_row_order=True)
+    assert ps.StreamCut.from_text(cut.as_text()) == cut == ps.StreamCut.from_json(cut.to_json())
+    assert ps.StreamCut.from_text(ps.StreamCut.UNBOUNDED.as_text()) is ps.StreamCut.UNBOUNDED
+    assert len({cut, ps.StreamCut.from_text(cut.as_text())}) == 1
+
+
+def test_stream_cut_at_time(manager, spark, stream2):
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream)
+    _write(writer, spark, "a", 6)
+    time.sleep(1.0)
+    t1 = datetime.now(timezone.utc)
+    time.sleep(1.0)
+    _write(writer, spark, "b", 6)
+    at_t1 = manager.stream_cut_at(scope, stream, t1)
+    assert manager.read_events(scope, stream, end=at_t1).count() == 6
+    assert manager.stream_cut_at(scope, stream, datetime(2000, 1, 1)) == manager.head_stream_cut(scope, stream)
+    assert manager.stream_cut_at(scope, stream, datetime.now(timezone.utc)) == manager.tail_stream_cut(scope, stream)
+    assert manager.segments_at(scope, stream, t1).count() == 2
+
+
+def test_reads_below_head_raise_truncated(spark):
+    # the head check in isolation (truncation itself arrives with retention)
+    from pravega_spark.segments import initial_segments
+    records = initial_segments(2)
+    head = ps.StreamCut("a/b", {0: 24, 1: 0})
+    with pytest.raises(ps.TruncatedDataError):
+        check_read_bounds(ps.StreamCut("a/b", {0: 12, 1: 0}), ps.StreamCut("a/b", {0: 48, 1: 0}), head, records)
+    check_read_bounds(head, ps.StreamCut("a/b", {0: 48, 1: 0}), head, records)
+
+
+def test_filter_segment_ranges_is_a_pure_transformation(spark):
+    events = spark.createDataFrame(
+        [(0, o, o + 9, 0, "k", b"x", "w", datetime(2026, 1, 1)) for o in range(0, 90, 9)]
+        + [(0, 90, 90, 1, None, None, None, datetime(2026, 1, 1))],
+        "segment_id long, offset long, next_offset long, record_type int, routing_key string, "
+        "event binary, writer_id string, write_time timestamp")
+    got = events.transform(filter_segment_ranges, ranges=[SegmentRange(0, 18, 45)])
+    assert [r.offset for r in got.orderBy("offset").collect()] == [18, 27, 36]
+    assert events.transform(filter_segment_ranges, ranges=[SegmentRange(0, 0, None)]).count() == 10

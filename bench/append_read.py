@@ -58,8 +58,10 @@ def bench_append_read(spark, root: str, events: int, size: int) -> None:
     manager.create_stream("bench", "append", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
     segments = epoch_members(manager._store.segment_records("bench", "append"), 0)
     raw_path = f"{root}/raw_append"
-    # warm-up both paths on a small write
+    # warm-up both paths on a small write; the measured write is this writer's second one
+    # (a running writer knows its segments and tails; the commit's fence still checks them)
     w = manager.create_event_writer("bench", "append", writer_id="bench")
+    w.write_events(source(spark, 1000, size))
     manager.create_stream("bench", "warm", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
     manager.create_event_writer("bench", "warm").write_events(source(spark, 10000, size))
     (source(spark, 10000, size).transform(with_key_position).transform(with_segment_id, segments=segments)
@@ -67,9 +69,15 @@ def bench_append_read(spark, root: str, events: int, size: int) -> None:
 
     raw_src = (source(spark, events, size).transform(with_key_position)
                .transform(with_segment_id, segments=segments).drop("key_position"))
-    raw_t, _ = timed(lambda: raw_src.write.format("delta").partitionBy("segment_id").mode("append").save(raw_path))
-    ours_t, result = timed(lambda: w.write_events(source(spark, events, size)))
-    print(f"append  {events:,} events x ~{size} B over 4 segments")
+    # alternate raw and ours twice; keep each one's best (the first large job of each warms the JIT)
+    raw_times, our_times = [], []
+    for _ in range(2):
+        raw_times.append(timed(lambda: raw_src.write.format("delta").partitionBy("segment_id")
+                               .mode("append").save(raw_path))[0])
+        t, result = timed(lambda: w.write_events(source(spark, events, size)))
+        our_times.append(t)
+    raw_t, ours_t = min(raw_times), min(our_times)
+    print(f"append  {events:,} events x ~{size} B over 4 segments (best of 2 each)")
     print(f"  raw Delta append : {raw_t:7.2f} s  {events / raw_t:12,.0f} events/s")
     print(f"  write_events     : {ours_t:7.2f} s  {events / ours_t:12,.0f} events/s  "
           f"({result.byte_count:,} framed bytes, version {result.version})")
@@ -169,12 +177,14 @@ def main(argv=None) -> int:
     p.add_argument("--size", type=int, default=200)
     p.add_argument("--root", default="/tmp/pravega-bench")
     p.add_argument("--skip-append", action="store_true")
+    p.add_argument("--skip-history", action="store_true")
     a = p.parse_args(argv)
     shutil.rmtree(a.root, ignore_errors=True)
     spark = ps.spark_session(**{"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4"})
     if not a.skip_append:
         bench_append_read(spark, a.root + "/a", a.events, a.size)
-    bench_history(spark, a.root + "/h")
+    if not a.skip_history:
+        bench_history(spark, a.root + "/h")
     return 0
 
 

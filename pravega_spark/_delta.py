@@ -160,11 +160,15 @@ def tagged_commit(spark: SparkSession) -> Iterator[str]:
             spark.conf.set(USER_METADATA_CONF, previous)
 
 
-def version_of_commit(spark: SparkSession, path: str, token: str, depth: int = 500) -> int | None:
-    """The version whose commit carries ``token`` (see :func:`tagged_commit`), if among the last ``depth``."""
-    rows = (DeltaTable.forPath(spark, path).history(depth)
-            .where(f"userMetadata = '{token}'").select("version").collect())
-    return int(rows[0][0]) if rows else None
+def version_of_commit(spark: SparkSession, path: str, token: str, depth: int = 1000) -> int | None:
+    """The version whose commit carries ``token`` (see :func:`tagged_commit`), if among the last
+    ``depth`` (looked up in the last 4 first: usually ours is the latest)."""
+    for limit in (4, depth):
+        rows = (DeltaTable.forPath(spark, path).history(limit)
+                .where(f"userMetadata = '{token}'").select("version").collect())
+        if rows:
+            return int(rows[0][0])
+    return None
 
 
 @dataclass(frozen=True)

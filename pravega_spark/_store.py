@@ -37,6 +37,13 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def from_spark_time(value: datetime | None) -> datetime | None:
+    """A timestamp collected from Spark (naive, in this process's local time) as aware UTC."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.astimezone(timezone.utc)
+
+
 def sql_str(value: str) -> str:
     """A SQL string literal. Names are validated (``[A-Za-z0-9.-]``) before they reach here."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -154,7 +161,8 @@ class Store:
 
     def segment_records(self, scope: str, stream: str) -> list[SegmentRecord]:
         rows = self.segments(scope, stream).collect()
-        return sorted((SegmentRecord(r["segment_id"], r["key_start"], r["key_end"], r["creation_time"],
+        return sorted((SegmentRecord(r["segment_id"], r["key_start"], r["key_end"],
+                                     from_spark_time(r["creation_time"]),
                                      r["sealed_epoch"], r["sealed_size"]) for r in rows),
                       key=lambda s: s.segment_id)
 

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -84,13 +84,14 @@ def select_read_columns(events: DataFrame, *, scope: str, stream: str) -> DataFr
             .select(*READ_COLUMNS))
 
 
-def event_boundary_checker(events: DataFrame, cut: StreamCut) -> Callable[[int, int], bool]:
-    """A predicate telling whether ``(segment, offset)`` of ``cut`` is on an event boundary.
+def event_boundary_checker(events: DataFrame,
+                           positions: Iterable[tuple[int, int]]) -> Callable[[int, int], bool]:
+    """A predicate telling whether each ``(segment, offset)`` of ``positions`` is an event boundary.
 
     One query: an offset is a boundary if it is 0, an event starts there, or an event (or the
-    seal record, at the sealed size) ends there.
+    seal record, at the sealed size) ends there. So a boundary is never beyond the segment's end.
     """
-    wanted = [(s, o) for s, o in cut.positions.items() if o > 0]
+    wanted = sorted((s, o) for s, o in positions if o > 0)
     found: set[tuple[int, int]] = set()
     if wanted:
         cond = None

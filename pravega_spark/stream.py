@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timezone
 
 from .config import StreamConfiguration
 from .errors import IllegalStateError, StreamSealedError
@@ -48,10 +48,13 @@ class StreamRecord:
 
     @classmethod
     def from_row(cls, row) -> StreamRecord:  # row: pyspark.sql.Row
+        def utc(value: datetime) -> datetime:  # collected timestamps are naive local times
+            return value if value.tzinfo else value.astimezone(timezone.utc)
+
         return cls(row["scope"], row["stream"], row["state"],
                    StreamConfiguration.from_json(row["configuration"]), row["current_epoch"],
-                   row["pending_scale"], row["head_stream_cut"], row["creation_time"],
-                   row["update_time"], row["row_version"])
+                   row["pending_scale"], row["head_stream_cut"], utc(row["creation_time"]),
+                   utc(row["update_time"]), row["row_version"])
 
 
 @dataclass(frozen=True)

@@ -385,24 +385,26 @@ class StreamManager:
         record = self._settled(scope, stream)
         records = self._store.segment_records(scope, stream)
         tail = self._tail(record, records)
-        start = self._resolve_cut(record, records, from_cut, tail)
-        end = self._resolve_cut(record, records, to_cut, tail)
-        return size_between(start, end, records, tail.positions)
+        resolve = self._cut_resolver(record, records, tail=tail)
+        self._check_cuts(record, records, [c for c in (from_cut, to_cut) if isinstance(c, StreamCut)])
+        return size_between(resolve(from_cut), resolve(to_cut), records, tail.positions)
 
     def validate_stream_cut(self, scope: str, stream: str, cut: StreamCut) -> StreamCut:
         """Raise ``InvalidStreamCutError`` unless ``cut`` is a valid cut of the stream."""
         record = self._settled(scope, stream)
         records = self._store.segment_records(scope, stream)
-        self._check_cut(record, records, cut)
+        self._check_cuts(record, records, [cut])
         return cut
 
     # ---- reading -----------------------------------------------------------------------------
     def read_events(self, scope: str, stream: str, start: CutOrName = "earliest",
                     end: CutOrName = "latest") -> DataFrame:
-        """The events between two cuts, as a batch DataFrame pinned to one table version.
+        """The events between two cuts, as a batch DataFrame.
 
         Columns: ``scope, stream, segment_id, offset, event, routing_key, writer_id, write_time``.
-        Per routing key, ordering by ``(segment_id, offset)`` is append order.
+        Per routing key, ordering by ``(segment_id, offset)`` is append order. With ``end="latest"``
+        the DataFrame is pinned to the events table's version at the call, so it does not grow
+        when evaluated again; between two cuts the data is immutable anyway.
 
         Raises:
             TruncatedDataError: ``start`` is before the stream's head.
@@ -410,12 +412,13 @@ class StreamManager:
         """
         record = self._settled(scope, stream)
         records = self._store.segment_records(scope, stream)
-        version = self._store.events_version(scope, stream)
-        tail = self._tail(record, records, version)
-        head = self._head(record, records)
-        start_cut = self._resolve_cut(record, records, start, tail)
-        end_cut = self._resolve_cut(record, records, end, tail)
-        reader.check_read_bounds(start_cut, end_cut, head, records)
+        version = None
+        if "latest" in (start, end) or any(isinstance(c, StreamCut) and c.is_unbounded for c in (start, end)):
+            version = self._store.events_version(scope, stream)
+        resolve = self._cut_resolver(record, records, version)
+        start_cut, end_cut = resolve(start), resolve(end)
+        self._check_cuts(record, records, [c for c in (start, end) if isinstance(c, StreamCut)])
+        reader.check_read_bounds(start_cut, end_cut, self._head(record, records), records)
         ranges = reader.segment_ranges(start_cut, end_cut, records)
         return (self._store.events(scope, stream, version)
                 .transform(reader.filter_segment_ranges, ranges=ranges)
@@ -521,27 +524,42 @@ class StreamManager:
                                           [s.segment_id for s in current], version)
         return tail_cut(record.scoped_name, records, {sid: t.length for sid, t in tails.items()})
 
-    def _resolve_cut(self, record: StreamRecord, records: Sequence[SegmentRecord], cut: CutOrName,
-                     tail: StreamCut) -> StreamCut:
-        if isinstance(cut, str):
-            if cut == "earliest":
-                return self._head(record, records)
-            if cut == "latest":
-                return tail
-            raise InvalidStreamCutError(f"a cut is a StreamCut, 'earliest' or 'latest', got {cut!r}")
-        if not isinstance(cut, StreamCut):
-            raise InvalidStreamCutError(f"a cut is a StreamCut, 'earliest' or 'latest', got {type(cut).__name__}")
-        if cut.is_unbounded:
-            return tail
-        self._check_cut(record, records, cut)
-        return cut
+    def _cut_resolver(self, record: StreamRecord, records: Sequence[SegmentRecord],
+                      version: int | None = None, tail: StreamCut | None = None):
+        """A function mapping "earliest" / "latest" / a StreamCut to a StreamCut (tail read lazily)."""
+        cache = {"tail": tail}
 
-    def _check_cut(self, record: StreamRecord, records: Sequence[SegmentRecord], cut: StreamCut) -> None:
-        if cut.stream != record.scoped_name:
-            raise InvalidStreamCutError(f"cut of {cut.stream} used with stream {record.scoped_name}")
-        open_ids = [s.segment_id for s in records if s.sealed_size is None and s.segment_id in cut.positions]
-        lengths = {sid: t.length for sid, t in
-                   self._store.segment_tails(record.scope, record.stream, open_ids).items()}
-        validate_stream_cut(cut, records, lengths,
-                            is_event_boundary=reader.event_boundary_checker(
-                                self._store.events(record.scope, record.stream), cut))
+        def latest() -> StreamCut:
+            if cache["tail"] is None:
+                cache["tail"] = self._tail(record, records, version)
+            return cache["tail"]
+
+        def resolve(cut: CutOrName) -> StreamCut:
+            if isinstance(cut, str):
+                if cut == "earliest":
+                    return self._head(record, records)
+                if cut == "latest":
+                    return latest()
+                raise InvalidStreamCutError(f"a cut is a StreamCut, 'earliest' or 'latest', got {cut!r}")
+            if not isinstance(cut, StreamCut):
+                raise InvalidStreamCutError(
+                    f"a cut is a StreamCut, 'earliest' or 'latest', got {type(cut).__name__}")
+            return latest() if cut.is_unbounded else cut
+
+        return resolve
+
+    def _check_cuts(self, record: StreamRecord, records: Sequence[SegmentRecord],
+                    cuts: Sequence[StreamCut]) -> None:
+        """Validate cuts against the stream: one query checks every offset is an event boundary
+        (which also bounds it by the segment's length)."""
+        cuts = [c for c in cuts if not c.is_unbounded]
+        for cut in cuts:
+            if cut.stream != record.scoped_name:
+                raise InvalidStreamCutError(f"cut of {cut.stream} used with stream {record.scoped_name}")
+        if not cuts:
+            return
+        boundary = reader.event_boundary_checker(
+            self._store.events(record.scope, record.stream),
+            {pos for cut in cuts for pos in cut.positions.items()})
+        for cut in cuts:
+            validate_stream_cut(cut, records, None, is_event_boundary=boundary)

@@ -10,11 +10,11 @@ it re-route to the successors. Per routing key, events are appended in the DataF
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from dataclasses import dataclass, field
 
-from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
@@ -42,6 +42,7 @@ class WriteResult:
         byte_count: framed bytes appended (8-byte header + payload per event).
         version: the events table's Delta version of the commit (None if nothing was written).
         tail_stream_cut: the stream's tail right after the commit.
+        segments: framed bytes appended per segment id.
     """
 
     event_count: int
@@ -75,6 +76,10 @@ class EventStreamWriter:
         self.stream = stream
         self.writer_id = writer_id or f"writer-{uuid.uuid4().hex[:12]}"
         self._session = manager.spark.newSession()
+        # An insert-only MERGE reads its source once, and ours is deterministic for a given input
+        # partitioning (row ids, seeded randoms, a window): Delta's source materialization, which
+        # guards multi-pass MERGEs against a changing source, would only copy every event.
+        self._session.conf.set("spark.databricks.delta.merge.materializeSource", "none")
         self._retry = retry or _delta.RetryPolicy(attempts=40, max_backoff=3.0)
         # last known open segments and tails: a hint, validated by the commit's fence
         self._hint: tuple[list[SegmentRecord], dict[int, int]] | None = None
@@ -137,6 +142,7 @@ class EventStreamWriter:
 
     # ---- internals ---------------------------------------------------------------------------
     def _prepare(self, df: DataFrame, routing_key: str, event: str, order_by) -> DataFrame:
+        df = _in_session(df, self._session)
         missing = [c for c in [routing_key, event, *([order_by] if isinstance(order_by, str) else (order_by or []))]
                    if c not in df.columns]
         if missing:
@@ -172,6 +178,8 @@ class EventStreamWriter:
             self._manager._active_stream(self.scope, self.stream)  # finishes the pending scale
             raise
         self._hint = None
+        # enough shuffle partitions that each segment's window gets a task of its own
+        self._session.conf.set("spark.sql.shuffle.partitions", str(max(8, 4 * len(segments))))
         prepared = (events
                     .transform(with_key_position)
                     .transform(with_segment_id, segments=segments)
@@ -182,24 +190,33 @@ class EventStreamWriter:
                             F.lit(self.writer_id).alias("writer_id"),
                             F.current_timestamp().alias("write_time"))
                     .select(*[F.col(f.name).cast(f.dataType) for f in EVENTS_SCHEMA.fields]))
+        # per-segment framed bytes, collected by the MERGE's own job (no second pass)
+        stats = Observation(f"append-{uuid.uuid4().hex}")
+        prepared = prepared.observe(stats, *[
+            F.coalesce(F.sum(F.when(F.col("segment_id") == F.lit(sid), F.col("next_offset") - F.col("offset"))),
+                       F.lit(0)).alias(str(sid)) for sid in tails])
         path = self._store.events_path(self.scope, self.stream)
         failpoint("append:before_commit")
         try:
             with _delta.tagged_commit(self._session) as token:
                 outcome = _delta.merge(self._session, path, prepared, self._store.append_guard(tails))
-        except PySparkException as exc:
-            self._raise_event_error(exc)
-            raise
-        except Exception as exc:  # Py4J errors from inside the job
+        except Exception as exc:  # the job's raise_error surfaces as a Spark or Py4J error
             self._raise_event_error(exc)
             raise
         failpoint("append:after_commit")
         if outcome.inserted == 0:
             return self._empty_or_stale(segments, tails)
         version = _delta.version_of_commit(self._session, path, token)
-        after = self._store.segment_tails(self.scope, self.stream, tails.keys(), version)
-        lengths = {sid: t.length for sid, t in after.items()}
-        written = {sid: lengths[sid] - tails[sid] for sid in tails if lengths[sid] != tails[sid]}
+        # The fence covered every open segment, so nothing else landed in them between the tails
+        # we used and our commit: the tail after it is the old tail plus what we wrote.
+        appended = _observed(stats)
+        if appended is not None:
+            written = {sid: int(appended[str(sid)]) for sid in tails if int(appended[str(sid)])}
+            lengths = {sid: tail + written.get(sid, 0) for sid, tail in tails.items()}
+        else:  # metrics did not arrive: read the tails at our commit's version instead
+            after = self._store.segment_tails(self.scope, self.stream, tails.keys(), version)
+            lengths = {sid: t.length for sid, t in after.items()}
+            written = {sid: lengths[sid] - tails[sid] for sid in tails if lengths[sid] != tails[sid]}
         self._hint = (segments, lengths)
         result = WriteResult(outcome.inserted, sum(written.values()), version,
                              StreamCut(self.scoped_name, lengths), written)
@@ -222,3 +239,25 @@ class EventStreamWriter:
             raise EventTooLargeError(detail.strip().rstrip(".") + "; nothing was written") from None
         if "NullEvent:" in text:
             raise InvalidEventError("an event payload is null; nothing was written") from None
+
+
+def _in_session(df: DataFrame, session) -> DataFrame:
+    """``df``'s (analyzed) plan as a DataFrame of ``session``, so the writer's commit, its settings
+    and its observed metrics all live in the writer's own session."""
+    if df.sparkSession is session:
+        return df
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    jvm = session.sparkContext._jvm
+    jdf = getattr(jvm, "org.apache.spark.sql.classic.Dataset").ofRows(
+        session._jsparkSession, df._jdf.queryExecution().analyzed())
+    return ClassicDataFrame(jdf, session)
+
+
+def _observed(observation: Observation, timeout: float = 30.0) -> dict | None:
+    """The observation's metrics, or None if they have not arrived within ``timeout`` seconds."""
+    box: list[dict] = []
+    waiter = threading.Thread(target=lambda: box.append(observation.get), daemon=True)
+    waiter.start()
+    waiter.join(timeout)
+    return box[0] if box else None

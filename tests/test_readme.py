@@ -16,5 +16,5 @@ def test_quick_start_runs(spark, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "WriteResult(events=3" in out
     assert namespace["restored"] == namespace["cut"]
-    assert namespace["later"].count() == 1
-    assert namespace["everything"].count() == 4
+    assert "after the cut: 1 in all: 4" in out
+    assert not namespace["manager"].check_stream_exists("iot", "sensors")

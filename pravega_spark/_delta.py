@@ -27,7 +27,6 @@ from delta.exceptions import (
     ProtocolChangedException,
 )
 from delta.tables import DeltaTable
-from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
@@ -230,18 +229,7 @@ def _fs(spark: SparkSession, path: str):  # -> (FileSystem, Path) JVM objects
     return hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), hadoop_path
 
 
-def path_exists(spark: SparkSession, path: str) -> bool:
-    fs, p = _fs(spark, path)
-    return bool(fs.exists(p))
-
-
 def remove_path(spark: SparkSession, path: str) -> bool:
     """Recursively delete ``path`` from storage (any Hadoop file system)."""
     fs, p = _fs(spark, path)
     return bool(fs.delete(p, True)) if fs.exists(p) else False
-
-
-def is_missing_table(exc: BaseException) -> bool:
-    return isinstance(exc, AnalysisException) and (
-        "DELTA_PATH_DOES_NOT_EXIST" in str(exc) or "is not a Delta table" in str(exc)
-        or "PATH_NOT_FOUND" in str(exc))

@@ -160,12 +160,3 @@ def predecessors(records: Sequence[SegmentRecord], segment_id_: int) -> list[int
         r.segment_id for r in records
         if r.sealed_epoch == epoch and r.overlaps(seg)
     )
-
-
-def segment_for_position(segments: Sequence[SegmentRecord], position: float) -> SegmentRecord:
-    """The segment of ``segments`` (one epoch) whose ``[key_start, key_end)`` holds ``position``."""
-    for s in segments:
-        if s.key_start <= position < s.key_end:
-            return s
-    # position == 1.0 can only come from rounding; it belongs to the last range.
-    return max(segments, key=lambda s: s.key_end)

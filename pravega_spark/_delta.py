@@ -7,12 +7,11 @@ class) and retries with bounded exponential backoff.
 
 from __future__ import annotations
 
-import contextlib
+import json
 import logging
 import random
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -47,9 +46,6 @@ CONFLICTS: tuple[type[BaseException], ...] = (
     DeltaConcurrentModificationException,
 )
 
-USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
-
-
 @dataclass(frozen=True)
 class RetryPolicy:
     """Bounded retries with exponential backoff and full jitter."""
@@ -73,9 +69,11 @@ def is_conflict(exc: BaseException) -> bool:
     """Whether ``exc`` is one of Delta's optimistic-concurrency conflicts."""
     if isinstance(exc, CONFLICTS):
         return True
-    # Table creation races surface as a file-already-exists from the log store.
+    # Table creation races surface as a file-already-exists from the log store; conflicts from a
+    # transaction driven through the JVM (see ``Transaction``) arrive as a Py4J error naming them.
     text = str(exc)
-    return "FileAlreadyExistsException" in text or "DELTA_CONCURRENT" in text
+    return ("FileAlreadyExistsException" in text or "DELTA_CONCURRENT" in text
+            or any(f"exceptions.{cls.__name__}" in text for cls in CONFLICTS))
 
 
 def retrying(step: Callable[[], T], what: str, policy: RetryPolicy = DEFAULT_RETRY) -> T:
@@ -114,7 +112,7 @@ def is_table(spark: SparkSession, path: str) -> bool:
 
 
 def create_table(spark: SparkSession, path: str, schema: StructType,
-                 partition_by: tuple[str, ...] = ()) -> None:
+                 partition_by: tuple[str, ...] = (), properties: dict[str, str] | None = None) -> None:
     """Create an empty Delta table at ``path`` unless one exists (safe to race)."""
 
     def create() -> None:
@@ -123,6 +121,8 @@ def create_table(spark: SparkSession, path: str, schema: StructType,
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
         if partition_by:
             builder = builder.partitionedBy(*partition_by)
+        for key, value in (properties or {}).items():
+            builder = builder.property(key, value)
         builder.execute()
 
     retrying(create, f"create table {path}")
@@ -136,38 +136,21 @@ def read(spark: SparkSession, path: str, version: int | None = None) -> DataFram
     return reader.load(path)
 
 
+def latest(spark: SparkSession, path: str) -> tuple[int, str]:
+    """The table's latest committed version and its table id, from the log alone (no Spark job).
+
+    The id changes when a table is deleted and created again at the same path, so the pair
+    identifies one state of one table: a safe key for caching anything read from it.
+    """
+    jvm = spark.sparkContext._jvm
+    none = jvm.scala.Option.empty()
+    snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).update(False, none, none)
+    return int(snapshot.version()), str(snapshot.metadata().id())
+
+
 def version(spark: SparkSession, path: str) -> int:
     """The table's latest committed version."""
-    return int(DeltaTable.forPath(spark, path).history(1).select("version").first()[0])
-
-
-@contextlib.contextmanager
-def tagged_commit(spark: SparkSession) -> Iterator[str]:
-    """Tag commits made inside the block with a unique token in ``userMetadata``.
-
-    Use it with a session of one's own (``spark.newSession()``): the tag is a session setting.
-    """
-    token = uuid.uuid4().hex
-    previous = spark.conf.get(USER_METADATA_CONF, None)
-    spark.conf.set(USER_METADATA_CONF, token)
-    try:
-        yield token
-    finally:
-        if previous is None:
-            spark.conf.unset(USER_METADATA_CONF)
-        else:
-            spark.conf.set(USER_METADATA_CONF, previous)
-
-
-def version_of_commit(spark: SparkSession, path: str, token: str, depth: int = 1000) -> int | None:
-    """The version whose commit carries ``token`` (see :func:`tagged_commit`), if among the last
-    ``depth`` (looked up in the last 4 first: usually ours is the latest)."""
-    for limit in (4, depth):
-        rows = (DeltaTable.forPath(spark, path).history(limit)
-                .where(f"userMetadata = '{token}'").select("version").collect())
-        if rows:
-            return int(rows[0][0])
-    return None
+    return latest(spark, path)[0]
 
 
 @dataclass(frozen=True)
@@ -233,3 +216,102 @@ def remove_path(spark: SparkSession, path: str) -> bool:
     """Recursively delete ``path`` from storage (any Hadoop file system)."""
     fs, p = _fs(spark, path)
     return bool(fs.delete(p, True)) if fs.exists(p) else False
+
+
+# ---- a Delta transaction driven directly -------------------------------------------------------
+@dataclass(frozen=True)
+class AddedFile:
+    """A data file a transaction wrote: its partition, row count and per-column maxima."""
+
+    partition: dict[str, str]
+    num_records: int
+    max_values: dict
+
+
+class Transaction:
+    """One optimistic transaction on a Delta table, driven through the JVM.
+
+    This is the fenced append: the transaction declares which partitions it depends on
+    (``track_partitions``), reads their state from file statistics (``partition_maxima``), writes
+    its files and commits them. If a concurrent commit adds a file to a tracked partition after the
+    transaction's snapshot, the commit fails with ``ConcurrentAppendException`` and nothing is
+    written (the files are orphans that ``VACUUM`` removes). A plain append is never fenced, and a
+    MERGE would read (and rewrite nothing but still scan) the data; this reads only the log.
+    """
+
+    def __init__(self, spark: SparkSession, path: str) -> None:
+        self.spark = spark
+        self.path = path
+        jvm = spark.sparkContext._jvm
+        self._jvm = jvm
+        log_ = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+        self._txn = log_.startTransaction()
+
+    def __repr__(self) -> str:
+        return f"Transaction({self.path}, read_version={self.read_version})"
+
+    @property
+    def read_version(self) -> int:
+        """The table version this transaction read (-1 for a table with no commit)."""
+        return int(self._txn.readVersion())
+
+    def _seq(self, items: list):
+        return self._jvm.org.apache.spark.api.python.PythonUtils.toSeq(items)
+
+    def track_partitions(self, column: str, values: list[int]) -> None:
+        """Declare that this transaction depends on these partitions (its fence)."""
+        parser = self.spark._jsparkSession.sessionState().sqlParser()
+        predicate = parser.parseExpression(f"{column} IN ({', '.join(str(int(v)) for v in values)})")
+        self._txn.trackReadPredicates(self._seq([predicate]), True, True)
+
+    def partition_maxima(self, column: str, values: list[int], fields: list[str]) -> dict[int, dict] | None:
+        """Per partition value, the maximum of each of ``fields`` over the snapshot's files, from
+        their statistics (no data is read). Partitions without files are absent. None if a file
+        in them has no statistics for a field (the caller then reads the data)."""
+        from pyspark.sql import functions as F
+
+        snapshot = DataFrame(self._txn.snapshot().withStats(), self.spark)
+        part = F.col("partitionValues").getItem(column).cast("long")
+        aggs = [F.count(F.lit(1)).alias("__files")]
+        for f in fields:
+            aggs += [F.max(F.col(f"stats.maxValues.{f}")).alias(f), F.count(F.col(f"stats.maxValues.{f}")).alias(f"__n_{f}")]
+        rows = snapshot.where(part.isin([int(v) for v in values])).groupBy(part.alias("p")).agg(*aggs).collect()
+        out = {}
+        for r in rows:
+            if any(r[f"__n_{f}"] != r["__files"] for f in fields):
+                return None
+            out[int(r["p"])] = {f: r[f] for f in fields}
+        return out
+
+    def write(self, df: DataFrame, partition_by: tuple[str, ...]) -> tuple[object, list[AddedFile]]:
+        """Write ``df``'s rows as new files of the table (not yet visible: see ``commit``)."""
+        # Delta's write takes its settings (Hadoop and Parquet options) from the thread's active
+        # session: make that ours for the duration of the write.
+        sessions = self._jvm.org.apache.spark.sql.SparkSession
+        previous = sessions.getActiveSession()
+        sessions.setActiveSession(self.spark._jsparkSession)
+        try:
+            actions = self._txn.writeFiles(df._jdf)
+        finally:
+            if previous.isDefined():
+                sessions.setActiveSession(previous.get())
+            else:
+                sessions.clearActiveSession()
+        files = []
+        it = actions.iterator()
+        while it.hasNext():
+            action = it.next()
+            stats = json.loads(action.stats() or "{}")
+            parts = action.partitionValues()
+            partition = {k: parts.apply(k) for k in partition_by}
+            files.append(AddedFile(partition, int(stats.get("numRecords", 0)), stats.get("maxValues", {})))
+        return actions, files
+
+    def commit(self, actions, partition_by: tuple[str, ...] = ()) -> int:
+        """Commit ``actions`` (from ``write``) as one WRITE; returns the new table version."""
+        jvm = self._jvm
+        none = jvm.scala.Option.empty()
+        operation = getattr(jvm, "org.apache.spark.sql.delta.DeltaOperations$Write")(
+            jvm.org.apache.spark.sql.SaveMode.Append,
+            jvm.scala.Option.apply(self._seq(list(partition_by))), none, none, none, none, none, none, none)
+        return int(self._txn.commit(actions, operation))

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from . import _delta
 from .schema import (
     EVENTS_PARTITION,
+    EVENTS_PROPERTIES,
     EVENTS_SCHEMA,
     EVENTS_TABLE,
     RECORD_EVENT,
@@ -67,6 +68,23 @@ class Store:
     def __init__(self, spark: SparkSession, root: str) -> None:
         self.spark = spark
         self.root = root.rstrip("/")
+        # metadata read from a table, keyed by what was read; valid while the table's (version,
+        # id) is unchanged, which costs a look at its log rather than a Spark job to check
+        self._cache: dict[tuple, tuple[tuple[int, str], object]] = {}
+        # (segment, offset) pairs known to be event boundaries, per events table id: a fact that
+        # never changes once true, so each is checked against the data once per process
+        self._boundaries: dict[str, set[tuple[int, int]]] = {}
+
+    def _cached(self, path: str, key: tuple, load):
+        """``load(version)`` for the table's latest version, reusing the last result if the table
+        has not changed since."""
+        state = _delta.latest(self.spark, path)
+        hit = self._cache.get((path, key))
+        if hit is not None and hit[0] == state:
+            return hit[1]
+        value = load(state[0])
+        self._cache[(path, key)] = (state, value)
+        return value
 
     # ---- paths -------------------------------------------------------------------------------
     @property
@@ -115,9 +133,12 @@ class Store:
         return _delta.read(self.spark, self.streams_path)
 
     def stream_record(self, scope: str, stream: str) -> StreamRecord | None:
-        rows = (self.streams().where((F.col("scope") == scope) & (F.col("stream") == stream))
-                .collect())
-        return StreamRecord.from_row(rows[0]) if rows else None
+        def load(version: int) -> StreamRecord | None:
+            rows = (_delta.read(self.spark, self.streams_path, version)
+                    .where((F.col("scope") == scope) & (F.col("stream") == stream)).collect())
+            return StreamRecord.from_row(rows[0]) if rows else None
+
+        return self._cached(self.streams_path, ("stream", scope, stream), load)
 
     def _row_guard(self, scope: str, stream: str) -> str:
         # literal partition predicates: the commit reads (and is fenced on) this stream's row only
@@ -150,7 +171,7 @@ class Store:
         _delta.create_table(self.spark, self.segments_path(scope, stream), SEGMENTS_SCHEMA)
         self.merge_segments(scope, stream, initial)
         _delta.create_table(self.spark, self.events_path(scope, stream), EVENTS_SCHEMA,
-                            (EVENTS_PARTITION,))
+                            (EVENTS_PARTITION,), EVENTS_PROPERTIES)
 
     def remove_stream_tables(self, scope: str, stream: str) -> bool:
         return _delta.remove_path(self.spark, self.stream_dir(scope, stream))
@@ -160,11 +181,16 @@ class Store:
         return _delta.read(self.spark, self.segments_path(scope, stream))
 
     def segment_records(self, scope: str, stream: str) -> list[SegmentRecord]:
-        rows = self.segments(scope, stream).collect()
-        return sorted((SegmentRecord(r["segment_id"], r["key_start"], r["key_end"],
-                                     from_spark_time(r["creation_time"]),
-                                     r["sealed_epoch"], r["sealed_size"]) for r in rows),
-                      key=lambda s: s.segment_id)
+        path = self.segments_path(scope, stream)
+
+        def load(version: int) -> tuple[SegmentRecord, ...]:
+            rows = _delta.read(self.spark, path, version).collect()
+            return tuple(sorted((SegmentRecord(r["segment_id"], r["key_start"], r["key_end"],
+                                               from_spark_time(r["creation_time"]),
+                                               r["sealed_epoch"], r["sealed_size"]) for r in rows),
+                                key=lambda s: s.segment_id))
+
+        return list(self._cached(path, ("segments",), load))
 
     def merge_segments(self, scope: str, stream: str, records: Iterable[SegmentRecord]) -> None:
         """Upsert segment rows (idempotent: the same records give the same table)."""
@@ -187,6 +213,11 @@ class Store:
 
     def events_version(self, scope: str, stream: str) -> int:
         return _delta.version(self.spark, self.events_path(scope, stream))
+
+    def known_boundaries(self, scope: str, stream: str) -> set[tuple[int, int]]:
+        """The (mutable) set of positions of this stream's events table known to be boundaries."""
+        table_id = _delta.latest(self.spark, self.events_path(scope, stream))[1]
+        return self._boundaries.setdefault(table_id, set())
 
     def segment_tails(self, scope: str, stream: str, segment_ids: Iterable[int],
                       version: int | None = None) -> dict[int, SegmentTail]:

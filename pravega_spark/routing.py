@@ -54,9 +54,9 @@ def with_segment_id(df: DataFrame, *, segments: Sequence[SegmentRecord],
         pos = F.col(position)
         expr = None
         for seg in ordered[:-1]:
-            cond = pos < F.lit(seg.key_end)
-            expr = F.when(cond, F.lit(seg.segment_id)) if expr is None else expr.when(cond, F.lit(seg.segment_id))
-        last = F.lit(ordered[-1].segment_id)
+            cond, sid = pos < F.lit(seg.key_end), F.lit(seg.segment_id).cast("long")
+            expr = F.when(cond, sid) if expr is None else expr.when(cond, sid)
+        last = F.lit(ordered[-1].segment_id).cast("long")
         return df.withColumn(output, last if expr is None else expr.otherwise(last))
     spark = df.sparkSession
     ranges = spark.createDataFrame(
@@ -89,14 +89,57 @@ def with_offsets(df: DataFrame, *, tails: Mapping[int, int], order: Sequence[Col
 
     Within each segment, events are laid out in ``order`` after the segment's current tail:
     ``offset = tail + sum(8 + len) of the events before it``, ``next_offset = offset + 8 + len``.
+
+    The running sum is a window per segment, so Spark shuffles the rows by segment. With
+    ``spark.sql.shuffle.partitions`` set to the number of segments, each segment gets a shuffle
+    partition (one task) of its own: the window is keyed on a value per segment chosen so that
+    Spark's hash partitioning sends segment ``i`` (in ``tails`` order) to partition ``i``.
     """
     framed = F.length(F.col(event)).cast("long") + F.lit(HEADER_SIZE)
     tail = F.lit(0).cast("long")
     for sid, value in tails.items():
         tail = F.when(F.col(segment) == F.lit(sid), F.lit(value).cast("long")).otherwise(tail)
-    window = (Window.partitionBy(segment).orderBy(*order)
+    keys = partition_keys(len(tails))
+    bucket = F.lit(None).cast("long")
+    for sid, key in zip(tails, keys, strict=True):
+        bucket = F.when(F.col(segment) == F.lit(sid), F.lit(key)).otherwise(bucket)
+    window = (Window.partitionBy("__bucket").orderBy(*order)
               .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     return (df.withColumn("__framed", framed)
+              .withColumn("__bucket", bucket)
               .withColumn("next_offset", tail + F.sum("__framed").over(window))
               .withColumn("offset", F.col("next_offset") - F.col("__framed"))
-              .drop("__framed"))
+              .drop("__framed", "__bucket"))
+
+
+# ---- Spark's hash partitioning, to give each segment a shuffle partition of its own ------------
+_MASK = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _MASK
+
+
+def _mix(h1: int, k1: int) -> int:
+    k1 = _rotl((k1 * 0xCC9E2D51) & _MASK, 15) * 0x1B873593 & _MASK
+    return (_rotl(h1 ^ k1, 13) * 5 + 0xE6546B64) & _MASK
+
+
+def spark_hash_long(value: int, seed: int = 42) -> int:
+    """Spark's ``hash()`` (Murmur3 x86 32-bit, seed 42) of a BIGINT, as a signed 32-bit int."""
+    h1 = _mix(_mix(seed, value & _MASK), (value >> 32) & _MASK) ^ 8
+    h1 = (h1 ^ (h1 >> 16)) * 0x85EBCA6B & _MASK
+    h1 = (h1 ^ (h1 >> 13)) * 0xC2B2AE35 & _MASK
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def partition_keys(n: int) -> list[int]:
+    """``n`` BIGINT values; Spark's hash partitioning into ``n`` partitions sends the i-th to
+    partition i (``pmod(hash(v), n) == i``)."""
+    keys: dict[int, int] = {}
+    value = 0
+    while len(keys) < n:
+        keys.setdefault(spark_hash_long(value) % n, value)
+        value += 1
+    return [keys[i] for i in range(n)]

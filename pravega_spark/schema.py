@@ -103,6 +103,11 @@ EVENTS_SCHEMA = StructType([
 ])
 
 EVENTS_PARTITION = "segment_id"
+# File statistics on the columns that tails, seals, cuts and times are read from (and that data
+# skipping uses); none on the payload or the routing key, which would only slow every write.
+EVENTS_PROPERTIES = {
+    "delta.dataSkippingStatsColumns": "offset,next_offset,record_type,write_time",
+}
 
 READ_COLUMNS = ["scope", "stream", "segment_id", "offset", "event", "routing_key", "writer_id",
                 "write_time"]

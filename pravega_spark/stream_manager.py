@@ -558,8 +558,10 @@ class StreamManager:
                 raise InvalidStreamCutError(f"cut of {cut.stream} used with stream {record.scoped_name}")
         if not cuts:
             return
-        boundary = reader.event_boundary_checker(
-            self._store.events(record.scope, record.stream),
-            {pos for cut in cuts for pos in cut.positions.items()})
+        known = self._store.known_boundaries(record.scope, record.stream)
+        wanted = {pos for cut in cuts for pos in cut.positions.items()} - known
+        boundary = reader.event_boundary_checker(self._store.events(record.scope, record.stream), wanted)
         for cut in cuts:
-            validate_stream_cut(cut, records, None, is_event_boundary=boundary)
+            validate_stream_cut(cut, records, None,
+                                is_event_boundary=lambda s, o: (s, o) in known or boundary(s, o))
+        known.update(pos for cut in cuts for pos in cut.positions.items())

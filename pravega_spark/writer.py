@@ -10,23 +10,40 @@ it re-route to the successors. Per routing key, events are appended in the DataF
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
 from . import _delta
 from ._failpoints import failpoint
+from ._store import SegmentTail
 from .errors import EventTooLargeError, InvalidConfigError, PravegaSparkError
 from .routing import with_event_checks, with_key_position, with_offsets, with_segment_id
-from .schema import EVENTS_SCHEMA, MAX_EVENT_SIZE, RECORD_EVENT
+from .schema import EVENTS_PARTITION, EVENTS_SCHEMA, MAX_EVENT_SIZE, RECORD_EVENT
 from .segments import SegmentRecord, epoch_members
 from .stream_cut import StreamCut
 
 log = logging.getLogger("pravega_spark")
+
+
+# Settings of each writer's own session (they apply to its writes only).
+WRITER_CONF = {
+    # one task per segment's window (see ``with_offsets``): coalescing small shuffle partitions
+    # would put several segments, and their whole write, into one task
+    "spark.sql.adaptive.coalescePartitions.enabled": "false",
+    # offsets are unique and payloads opaque: a dictionary would be filled, then abandoned
+    "parquet.enable.dictionary#offset": "false",
+    "parquet.enable.dictionary#next_offset": "false",
+    "parquet.enable.dictionary#event": "false",
+    # nothing filters on payloads, keys or writer ids inside a file: no per-page min/max for them
+    "parquet.column.statistics.enabled#event": "false",
+    "parquet.column.statistics.enabled#routing_key": "false",
+    "parquet.column.statistics.enabled#writer_id": "false",
+    "parquet.size.statistics.enabled": "false",
+}
 
 
 class InvalidEventError(PravegaSparkError, ValueError):
@@ -76,13 +93,12 @@ class EventStreamWriter:
         self.stream = stream
         self.writer_id = writer_id or f"writer-{uuid.uuid4().hex[:12]}"
         self._session = manager.spark.newSession()
-        # An insert-only MERGE reads its source once, and ours is deterministic for a given input
-        # partitioning (row ids, seeded randoms, a window): Delta's source materialization, which
-        # guards multi-pass MERGEs against a changing source, would only copy every event.
-        self._session.conf.set("spark.databricks.delta.merge.materializeSource", "none")
+        for key, value in WRITER_CONF.items():
+            self._session.conf.set(key, value)
         self._retry = retry or _delta.RetryPolicy(attempts=40, max_backoff=3.0)
-        # last known open segments and tails: a hint, validated by the commit's fence
-        self._hint: tuple[list[SegmentRecord], dict[int, int]] | None = None
+        # open segments and tails after our last commit, and its version: exact while the events
+        # table is still at that version (checked against each new transaction's snapshot)
+        self._hint: tuple[list[SegmentRecord], dict[int, int], int] | None = None
 
     def __repr__(self) -> str:
         return f"EventStreamWriter({self.scope}/{self.stream}, writer_id={self.writer_id!r})"
@@ -160,26 +176,36 @@ class EventStreamWriter:
                          payload.alias("event"), *extra,
                          F.monotonically_increasing_id().alias("__seq"))
 
-    def _open_segments(self) -> tuple[list[SegmentRecord], dict[int, int]]:
-        if self._hint is not None:
-            return self._hint
+    def _open_segments(self, txn: _delta.Transaction) -> tuple[list[SegmentRecord], dict[int, int]]:
+        """The open segments and their tails as of ``txn``'s snapshot of the events table."""
+        if self._hint is not None and self._hint[2] == txn.read_version:
+            return self._hint[0], self._hint[1]  # nothing was committed since our own last write
         record = self._manager._active_stream(self.scope, self.stream)
         records = self._store.segment_records(self.scope, self.stream)
         current = epoch_members(records, record.current_epoch)
-        tails = self._store.segment_tails(self.scope, self.stream, [s.segment_id for s in current])
+        ids = [s.segment_id for s in current]
+        maxima = txn.partition_maxima("segment_id", ids, ["next_offset", "record_type"])
+        if maxima is None:  # files without statistics: aggregate the data at the same version
+            tails = self._store.segment_tails(self.scope, self.stream, ids, txn.read_version)
+        else:
+            tails = {sid: SegmentTail(int(m["next_offset"]), m["record_type"] > RECORD_EVENT)
+                     for sid, m in maxima.items()}
         if any(t.sealed for t in tails.values()):
             raise _delta.Retry("segments sealed by a scale in progress")
-        return current, {sid: t.length for sid, t in tails.items()}
+        return current, {sid: tails[sid].length if sid in tails else 0 for sid in ids}
 
     def _attempt(self, events: DataFrame, order) -> WriteResult:
+        txn = _delta.Transaction(self._session, self._store.events_path(self.scope, self.stream))
         try:
-            segments, tails = self._open_segments()
+            segments, tails = self._open_segments(txn)
         except _delta.Retry:
             self._manager._active_stream(self.scope, self.stream)  # finishes the pending scale
             raise
         self._hint = None
-        # enough shuffle partitions that each segment's window gets a task of its own
-        self._session.conf.set("spark.sql.shuffle.partitions", str(max(8, 4 * len(segments))))
+        # the fence: a commit adding files to any open segment after our snapshot makes ours fail
+        txn.track_partitions("segment_id", sorted(tails))
+        # one shuffle partition (one task) per segment's window: see ``with_offsets``
+        self._session.conf.set("spark.sql.shuffle.partitions", str(len(segments)))
         prepared = (events
                     .transform(with_key_position)
                     .transform(with_segment_id, segments=segments)
@@ -188,48 +214,34 @@ class EventStreamWriter:
                     .select("segment_id", "offset", "next_offset",
                             F.lit(RECORD_EVENT).alias("record_type"), "routing_key", "event",
                             F.lit(self.writer_id).alias("writer_id"),
-                            F.current_timestamp().alias("write_time"))
-                    .select(*[F.col(f.name).cast(f.dataType) for f in EVENTS_SCHEMA.fields]))
-        # per-segment framed bytes, collected by the MERGE's own job (no second pass)
-        stats = Observation(f"append-{uuid.uuid4().hex}")
-        prepared = prepared.observe(stats, *[
-            F.coalesce(F.sum(F.when(F.col("segment_id") == F.lit(sid), F.col("next_offset") - F.col("offset"))),
-                       F.lit(0)).alias(str(sid)) for sid in tails])
-        path = self._store.events_path(self.scope, self.stream)
+                            F.current_timestamp().alias("write_time")))
+        prepared = prepared.select(*[
+            F.col(f.name) if prepared.schema[f.name].dataType == f.dataType else F.col(f.name).cast(f.dataType)
+            for f in EVENTS_SCHEMA.fields])  # no cast on segment_id: the write keeps the window's order
         failpoint("append:before_commit")
         try:
-            with _delta.tagged_commit(self._session) as token:
-                outcome = _delta.merge(self._session, path, prepared, self._store.append_guard(tails))
+            actions, files = txn.write(prepared, (EVENTS_PARTITION,))
         except Exception as exc:  # the job's raise_error surfaces as a Spark or Py4J error
             self._raise_event_error(exc)
             raise
+        if not files:
+            self._hint = (segments, tails, txn.read_version)
+            return WriteResult(0, 0, None, StreamCut(self.scoped_name, tails))
+        version = txn.commit(actions, (EVENTS_PARTITION,))
         failpoint("append:after_commit")
-        if outcome.inserted == 0:
-            return self._empty_or_stale(segments, tails)
-        version = _delta.version_of_commit(self._session, path, token)
-        # The fence covered every open segment, so nothing else landed in them between the tails
-        # we used and our commit: the tail after it is the old tail plus what we wrote.
-        appended = _observed(stats)
-        if appended is not None:
-            written = {sid: int(appended[str(sid)]) for sid in tails if int(appended[str(sid)])}
-            lengths = {sid: tail + written.get(sid, 0) for sid, tail in tails.items()}
-        else:  # metrics did not arrive: read the tails at our commit's version instead
-            after = self._store.segment_tails(self.scope, self.stream, tails.keys(), version)
-            lengths = {sid: t.length for sid, t in after.items()}
-            written = {sid: lengths[sid] - tails[sid] for sid in tails if lengths[sid] != tails[sid]}
-        self._hint = (segments, lengths)
-        result = WriteResult(outcome.inserted, sum(written.values()), version,
+        # The fence covered every open segment, so nothing else landed in them between our
+        # snapshot and our commit: each tail is the old one or the end of what we wrote.
+        lengths = dict(tails)
+        for f in files:
+            sid = int(f.partition[EVENTS_PARTITION])
+            lengths[sid] = max(lengths[sid], int(f.max_values["next_offset"]))
+        written = {sid: lengths[sid] - tails[sid] for sid in tails if lengths[sid] != tails[sid]}
+        self._hint = (segments, lengths, version)
+        result = WriteResult(sum(f.num_records for f in files), sum(written.values()), version,
                              StreamCut(self.scoped_name, lengths), written)
         log.info("%s wrote %d events (%d bytes) to %s at version %s", self.writer_id,
                  result.event_count, result.byte_count, self.scoped_name, version)
         return result
-
-    def _empty_or_stale(self, segments: list[SegmentRecord], tails: dict[int, int]) -> WriteResult:
-        now = self._store.segment_tails(self.scope, self.stream, tails.keys())
-        if any(t.sealed or t.length != tails[sid] for sid, t in now.items()):
-            raise _delta.Retry("tails moved or a segment was sealed")
-        self._hint = (segments, tails)
-        return WriteResult(0, 0, None, StreamCut(self.scoped_name, tails))
 
     @staticmethod
     def _raise_event_error(exc: BaseException) -> None:
@@ -253,11 +265,3 @@ def _in_session(df: DataFrame, session) -> DataFrame:
         session._jsparkSession, df._jdf.queryExecution().analyzed())
     return ClassicDataFrame(jdf, session)
 
-
-def _observed(observation: Observation, timeout: float = 30.0) -> dict | None:
-    """The observation's metrics, or None if they have not arrived within ``timeout`` seconds."""
-    box: list[dict] = []
-    waiter = threading.Thread(target=lambda: box.append(observation.get), daemon=True)
-    waiter.start()
-    waiter.join(timeout)
-    return box[0] if box else None

@@ -123,3 +123,15 @@ def test_empty_write_commits_nothing(manager, spark, root, stream2):
         spark.createDataFrame([], "routing_key string, event binary"))
     assert result.event_count == 0 and result.version is None
     assert table_versions(spark, root) == before
+
+
+def test_partition_keys_match_sparks_hash_partitioning(spark):
+    from pravega_spark.routing import partition_keys, spark_hash_long
+
+    values = [0, 1, -1, 42, 2**31, -(2**40) + 7, (5 << 32) | 3, 2**63 - 1]
+    expected = spark.createDataFrame([(v,) for v in values], "v long").select(F.hash("v")).collect()
+    assert [spark_hash_long(v) for v in values] == [r[0] for r in expected]
+    for n in (1, 2, 4, 7, 64):
+        keys = partition_keys(n)
+        got = spark.createDataFrame([(k,) for k in keys], "v long").select(F.expr(f"pmod(hash(v), {n})")).collect()
+        assert [r[0] for r in got] == list(range(n))

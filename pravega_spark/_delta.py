@@ -27,6 +27,7 @@ from delta.exceptions import (
 )
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from .errors import RetriesExhaustedError
@@ -268,8 +269,6 @@ class Transaction:
         """Per partition value, the maximum of each of ``fields`` over the snapshot's files, from
         their statistics (no data is read). Partitions without files are absent. None if a file
         in them has no statistics for a field (the caller then reads the data)."""
-        from pyspark.sql import functions as F
-
         snapshot = DataFrame(self._txn.snapshot().withStats(), self.spark)
         part = F.col("partitionValues").getItem(column).cast("long")
         aggs = [F.count(F.lit(1)).alias("__files")]

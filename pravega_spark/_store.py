@@ -232,6 +232,16 @@ class Store:
         found = {r["segment_id"]: SegmentTail(int(r["tail"]), r["kind"] > RECORD_EVENT) for r in rows}
         return {sid: found.get(sid, SegmentTail(0, False)) for sid in ids}
 
+    def segment_tails_in(self, txn: _delta.Transaction, scope: str, stream: str,
+                         segment_ids: Sequence[int]) -> dict[int, SegmentTail]:
+        """Like ``segment_tails``, as of ``txn``'s snapshot of the events table, from file
+        statistics (the data is aggregated only if a file has none)."""
+        maxima = txn.partition_maxima(EVENTS_PARTITION, list(segment_ids), ["next_offset", "record_type"])
+        if maxima is None:
+            return self.segment_tails(scope, stream, segment_ids, txn.read_version)
+        return {sid: SegmentTail(int(maxima[sid]["next_offset"]), maxima[sid]["record_type"] > RECORD_EVENT)
+                if sid in maxima else SegmentTail(0, False) for sid in segment_ids}
+
     @staticmethod
     def append_guard(tails: Mapping[int, int]) -> str:
         """The MERGE condition fencing an append after ``tails``.

@@ -96,13 +96,8 @@ def with_offsets(df: DataFrame, *, tails: Mapping[int, int], order: Sequence[Col
     Spark's hash partitioning sends segment ``i`` (in ``tails`` order) to partition ``i``.
     """
     framed = F.length(F.col(event)).cast("long") + F.lit(HEADER_SIZE)
-    tail = F.lit(0).cast("long")
-    for sid, value in tails.items():
-        tail = F.when(F.col(segment) == F.lit(sid), F.lit(value).cast("long")).otherwise(tail)
-    keys = partition_keys(len(tails))
-    bucket = F.lit(None).cast("long")
-    for sid, key in zip(tails, keys, strict=True):
-        bucket = F.when(F.col(segment) == F.lit(sid), F.lit(key)).otherwise(bucket)
+    tail = _per_segment(F.col(segment), tails, default=0)
+    bucket = _per_segment(F.col(segment), dict(zip(tails, partition_keys(len(tails)), strict=True)))
     window = (Window.partitionBy("__bucket").orderBy(*order)
               .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     return (df.withColumn("__framed", framed)
@@ -110,6 +105,14 @@ def with_offsets(df: DataFrame, *, tails: Mapping[int, int], order: Sequence[Col
               .withColumn("next_offset", tail + F.sum("__framed").over(window))
               .withColumn("offset", F.col("next_offset") - F.col("__framed"))
               .drop("__framed", "__bucket"))
+
+
+def _per_segment(segment: Column, values: Mapping[int, int], default: int | None = None) -> Column:
+    """A BIGINT column: ``values[segment]`` (``default`` for a segment not in ``values``)."""
+    out = F.lit(default).cast("long")
+    for sid, value in values.items():
+        out = F.when(segment == F.lit(sid), F.lit(value).cast("long")).otherwise(out)
+    return out
 
 
 # ---- Spark's hash partitioning, to give each segment a shuffle partition of its own ------------

@@ -19,7 +19,6 @@ from pyspark.sql.types import BinaryType, StringType
 
 from . import _delta
 from ._failpoints import failpoint
-from ._store import SegmentTail
 from .errors import EventTooLargeError, InvalidConfigError, PravegaSparkError
 from .routing import with_event_checks, with_key_position, with_offsets, with_segment_id
 from .schema import EVENTS_PARTITION, EVENTS_SCHEMA, MAX_EVENT_SIZE, RECORD_EVENT
@@ -184,15 +183,10 @@ class EventStreamWriter:
         records = self._store.segment_records(self.scope, self.stream)
         current = epoch_members(records, record.current_epoch)
         ids = [s.segment_id for s in current]
-        maxima = txn.partition_maxima("segment_id", ids, ["next_offset", "record_type"])
-        if maxima is None:  # files without statistics: aggregate the data at the same version
-            tails = self._store.segment_tails(self.scope, self.stream, ids, txn.read_version)
-        else:
-            tails = {sid: SegmentTail(int(m["next_offset"]), m["record_type"] > RECORD_EVENT)
-                     for sid, m in maxima.items()}
+        tails = self._store.segment_tails_in(txn, self.scope, self.stream, ids)
         if any(t.sealed for t in tails.values()):
             raise _delta.Retry("segments sealed by a scale in progress")
-        return current, {sid: tails[sid].length if sid in tails else 0 for sid in ids}
+        return current, {sid: t.length for sid, t in tails.items()}
 
     def _attempt(self, events: DataFrame, order) -> WriteResult:
         txn = _delta.Transaction(self._session, self._store.events_path(self.scope, self.stream))

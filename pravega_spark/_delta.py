@@ -11,6 +11,7 @@ import json
 import logging
 import random
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -190,6 +191,37 @@ def merge(spark: SparkSession, path: str, source: DataFrame, on: str, *,
 
 def delete(spark: SparkSession, path: str, condition: str) -> None:
     DeltaTable.forPath(spark, path).delete(condition)
+
+
+@dataclass(frozen=True)
+class CommitMetrics:
+    """A commit's version and Delta's operation metrics (``DESCRIBE HISTORY``), as ints."""
+
+    version: int | None
+    metrics: dict[str, int]
+
+    def get(self, name: str) -> int:
+        return self.metrics.get(name, 0)
+
+
+def delete_with_metrics(spark: SparkSession, path: str, condition: str) -> CommitMetrics:
+    """One DELETE commit; returns its version and metrics (version None if nothing matched).
+
+    The commit is found in the table's history by a unique ``userMetadata`` tag set in a session
+    of its own, so concurrent commits by others cannot be mistaken for it.
+    """
+    session = spark.newSession()
+    tag = f"pravega-spark-delete-{uuid.uuid4().hex}"
+    session.conf.set("spark.databricks.delta.commitInfo.userMetadata", tag)
+    before = version(spark, path)
+    DeltaTable.forPath(session, path).delete(condition)
+    rows = (DeltaTable.forPath(spark, path).history()
+            .where((F.col("version") > before) & (F.col("userMetadata") == tag))
+            .select("version", "operationMetrics").collect())
+    if not rows:
+        return CommitMetrics(None, {})
+    metrics = {k: int(v) for k, v in (rows[0]["operationMetrics"] or {}).items() if str(v).lstrip("-").isdigit()}
+    return CommitMetrics(int(rows[0]["version"]), metrics)
 
 
 def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> None:

@@ -13,25 +13,33 @@ from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
 
 from . import _delta
 from .schema import (
+    CUT_ENTRIES,
     EVENTS_PARTITION,
     EVENTS_PROPERTIES,
     EVENTS_SCHEMA,
     EVENTS_TABLE,
     RECORD_EVENT,
     RECORD_SEAL,
+    RECORD_TRUNCATE,
+    RETENTION_SET_SCHEMA,
+    RETENTION_SET_TABLE,
     SCOPES_SCHEMA,
     SCOPES_TABLE,
     SEGMENTS_SCHEMA,
     SEGMENTS_TABLE,
     STREAMS_SCHEMA,
     STREAMS_TABLE,
+    SUBSCRIBERS_SCHEMA,
+    SUBSCRIBERS_TABLE,
     SYSTEM_DIR,
 )
 from .segments import SegmentRecord
 from .stream import StreamRecord
+from .stream_cut import StreamCut
 
 
 def utc_now() -> datetime:
@@ -104,6 +112,12 @@ class Store:
     def events_path(self, scope: str, stream: str) -> str:
         return f"{self.stream_dir(scope, stream)}/{EVENTS_TABLE}"
 
+    def retention_set_path(self, scope: str, stream: str) -> str:
+        return f"{self.stream_dir(scope, stream)}/{RETENTION_SET_TABLE}"
+
+    def subscribers_path(self, scope: str, stream: str) -> str:
+        return f"{self.stream_dir(scope, stream)}/{SUBSCRIBERS_TABLE}"
+
     def ensure_system_tables(self) -> None:
         for path, schema, parts in ((self.scopes_path, SCOPES_SCHEMA, ()),
                                     (self.streams_path, STREAMS_SCHEMA, ("scope", "stream"))):
@@ -172,6 +186,8 @@ class Store:
         self.merge_segments(scope, stream, initial)
         _delta.create_table(self.spark, self.events_path(scope, stream), EVENTS_SCHEMA,
                             (EVENTS_PARTITION,), EVENTS_PROPERTIES)
+        _delta.create_table(self.spark, self.retention_set_path(scope, stream), RETENTION_SET_SCHEMA)
+        _delta.create_table(self.spark, self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA)
 
     def remove_stream_tables(self, scope: str, stream: str) -> bool:
         return _delta.remove_path(self.spark, self.stream_dir(scope, stream))
@@ -281,3 +297,120 @@ class Store:
 
         return _delta.retrying(attempt, f"seal segments {list(segment_ids)} of {scope}/{stream}",
                                SEAL_RETRY)
+
+    # ---- truncation --------------------------------------------------------------------------
+    def mark_truncation_starts(self, scope: str, stream: str, starts: Mapping[int, int]) -> int:
+        """Make sure each segment of ``starts`` has a TRUNCATE record at its new start offset.
+
+        The record keeps the segment's length known once every event below the offset is deleted
+        (a cut may sit at an open segment's tail). It claims no new bytes (the offset is at or
+        below the tail), so it is a plain append; an append racing with it retries on its fence.
+        Returns the number of records added (0 when a previous attempt already added them).
+        """
+        if not starts:
+            return 0
+        present = {(r[0], r[1]) for r in self.events(scope, stream)
+                   .where(F.col("segment_id").isin(list(starts)) & (F.col("record_type") == RECORD_TRUNCATE))
+                   .select("segment_id", "offset").collect()}
+        now = utc_now()
+        rows = [(sid, off, off, RECORD_TRUNCATE, None, None, None, now)
+                for sid, off in sorted(starts.items()) if (sid, off) not in present]
+        if rows:
+            (self.spark.createDataFrame(rows, EVENTS_SCHEMA).write.format("delta").mode("append")
+             .save(self.events_path(scope, stream)))
+        return len(rows)
+
+    def delete_segments(self, scope: str, stream: str, segment_ids: Sequence[int]) -> _delta.CommitMetrics:
+        """Delete whole segments: a partition-only DELETE, which removes files and rewrites none."""
+        if not segment_ids:
+            return _delta.CommitMetrics(None, {})
+        ids = ", ".join(str(int(s)) for s in sorted(segment_ids))
+        return _delta.retrying(
+            lambda: _delta.delete_with_metrics(self.spark, self.events_path(scope, stream), f"segment_id IN ({ids})"),
+            f"delete segments of {scope}/{stream}")
+
+    def delete_below(self, scope: str, stream: str, starts: Mapping[int, int]) -> _delta.CommitMetrics:
+        """Delete the records below each segment's new start offset (files holding only such
+        records are removed, files straddling the offset are rewritten without them)."""
+        if not starts:
+            return _delta.CommitMetrics(None, {})
+        condition = " OR ".join(f"(segment_id = {int(s)} AND offset < {int(o)})" for s, o in sorted(starts.items()))
+        return _delta.retrying(
+            lambda: _delta.delete_with_metrics(self.spark, self.events_path(scope, stream), condition),
+            f"truncate segments of {scope}/{stream}")
+
+    # ---- retention set -----------------------------------------------------------------------
+    def retention_records(self, scope: str, stream: str) -> list:  # -> list[RetentionRecord]
+        """The stream's retention set, oldest first."""
+        from .retention import RetentionRecord
+
+        rows = _delta.read(self.spark, self.retention_set_path(scope, stream)).orderBy("recording_time").collect()
+        return [RetentionRecord(from_spark_time(r["recording_time"]), int(r["recording_size"]),
+                                StreamCut.from_text(r["stream_cut"])) for r in rows]
+
+    def add_retention_record(self, scope: str, stream: str, record) -> bool:
+        """Append ``record`` unless the set already has one at least as new (Pravega's
+        ``addReferenceToStreamCutIfLatest``); True if this call added it."""
+        source = self.spark.createDataFrame(
+            [(record.recording_time, int(record.recording_size), record.stream_cut.as_text())], RETENTION_SET_SCHEMA)
+        outcome = _delta.retrying(
+            lambda: _delta.merge(self.spark, self.retention_set_path(scope, stream), source,
+                                 "t.recording_time >= s.recording_time"),
+            f"add retention record of {scope}/{stream}")
+        return outcome.inserted == 1
+
+    def drop_retention_records(self, scope: str, stream: str, up_to: datetime) -> None:
+        """Drop every record recorded at or before ``up_to``."""
+        cond = f"recording_time <= to_timestamp('{up_to.astimezone(timezone.utc).isoformat()}')"
+        _delta.retrying(lambda: _delta.delete(self.spark, self.retention_set_path(scope, stream), cond),
+                        f"drop retention records of {scope}/{stream}")
+
+    # ---- subscribers -------------------------------------------------------------------------
+    def subscribers(self, scope: str, stream: str) -> DataFrame:
+        return _delta.read(self.spark, self.subscribers_path(scope, stream))
+
+    def subscriber(self, scope: str, stream: str, subscriber: str) -> tuple[int, dict[int, int]] | None:
+        """``(generation, cut positions)`` of one subscriber, or None if it is not subscribed."""
+        rows = self.subscribers(scope, stream).where(F.col("subscriber") == subscriber).collect()
+        if not rows:
+            return None
+        return int(rows[0]["generation"]), {int(e["segment_id"]): int(e["offset"]) for e in rows[0]["stream_cut"]}
+
+    def subscriber_cuts(self, scope: str, stream: str) -> DataFrame:
+        """One row per entry of each subscriber's cut: ``subscriber, segment_id, offset``."""
+        return (self.subscribers(scope, stream)
+                .select("subscriber", F.explode("stream_cut").alias("e"))
+                .select("subscriber", F.col("e.segment_id").alias("segment_id"), F.col("e.offset").alias("offset")))
+
+    def upsert_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
+        """Add the subscriber with an empty cut, or raise its generation keeping its cut (Pravega's
+        ``addSubscriber``); an older or equal generation changes nothing. True if changed."""
+        source = self.spark.createDataFrame([(subscriber, int(generation), [], utc_now())], SUBSCRIBERS_SCHEMA)
+        outcome = _delta.retrying(
+            lambda: _delta.merge(self.spark, self.subscribers_path(scope, stream), source,
+                                 "t.subscriber = s.subscriber",
+                                 update={"generation": "s.generation", "update_time": "s.update_time"},
+                                 update_condition="t.generation < s.generation"),
+            f"add subscriber {subscriber} to {scope}/{stream}")
+        return outcome.inserted + outcome.updated > 0
+
+    def delete_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> None:
+        """Remove the subscriber unless it has a newer generation than ``generation``."""
+        cond = f"subscriber = {sql_str(subscriber)} AND generation <= {int(generation)}"
+        _delta.retrying(lambda: _delta.delete(self.spark, self.subscribers_path(scope, stream), cond),
+                        f"remove subscriber {subscriber} from {scope}/{stream}")
+
+    def compare_and_set_subscriber_cut(self, scope: str, stream: str, subscriber: str, generation: int,
+                                       expected: Mapping[int, int], cut: Mapping[int, int]) -> bool:
+        """Replace the subscriber's cut iff it still has ``generation`` and the ``expected`` cut."""
+        def entries(positions: Mapping[int, int]) -> list[tuple[int, int]]:
+            return sorted((int(s), int(o)) for s, o in positions.items())
+
+        source = self.spark.createDataFrame(
+            [(subscriber, int(generation), entries(cut), utc_now(), entries(expected))],
+            StructType([*SUBSCRIBERS_SCHEMA.fields, StructField("expected", CUT_ENTRIES, False)]))
+        outcome = _delta.merge(
+            self.spark, self.subscribers_path(scope, stream), source, "t.subscriber = s.subscriber", insert=False,
+            update={"stream_cut": "s.stream_cut", "update_time": "s.update_time"},
+            update_condition="t.generation = s.generation AND array_sort(t.stream_cut) = s.expected")
+        return outcome.updated == 1

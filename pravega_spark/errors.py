@@ -64,6 +64,10 @@ class InvalidStreamCutError(PravegaSparkError, ValueError):
     """A stream cut is not valid for the stream, or is behind the point it must follow."""
 
 
+class StreamCutBehindError(InvalidStreamCutError):
+    """A subscriber's new cut is behind the cut it published before."""
+
+
 class TruncatedDataError(PravegaSparkError):
     """A read asked for data below the stream's head (Pravega: TruncatedDataException)."""
 

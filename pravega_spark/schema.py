@@ -6,6 +6,8 @@ Layout of a store (``root``)::
     root/_pravega/streams             stream catalog + state (partitioned by scope, stream)
     root/<scope>/<stream>/segments    the stream's segment history (one row per segment)
     root/<scope>/<stream>/events      the stream's data (partitioned by segment_id)
+    root/<scope>/<stream>/retention_set   periodic tail cuts with recording time and size
+    root/<scope>/<stream>/subscribers     consumption-based retention: each subscriber's cut
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ SCOPES_TABLE = "scopes"
 STREAMS_TABLE = "streams"
 SEGMENTS_TABLE = "segments"
 EVENTS_TABLE = "events"
+RETENTION_SET_TABLE = "retention_set"
+SUBSCRIBERS_TABLE = "subscribers"
 
 # Pravega frames each event with an 8-byte header (int32 type + int32 length).
 HEADER_SIZE = 8
@@ -38,6 +42,10 @@ MAX_LARGE_EVENT_SIZE = 1024 * 1024 * 1024
 # docs/ARCHITECTURE.md); readers never see it.
 RECORD_EVENT = 0
 RECORD_SEAL = 1
+# A TRUNCATE row marks a segment's start offset after a truncation (offset = next_offset = the
+# head's offset): it keeps the segment's length known when every event below it was deleted.
+# Negative, so that a segment's max(record_type) still tells whether it is sealed.
+RECORD_TRUNCATE = -1
 
 # Stream states, as Pravega's State enum.
 CREATING = "CREATING"
@@ -78,6 +86,8 @@ STREAMS_SCHEMA = StructType([
     StructField("update_time", TimestampType(), False),
     # bumped by every change: the compare-and-set token of the row
     StructField("row_version", LongType(), False),
+    # the truncation record (JSON, see truncation.TruncationRecord) once truncated, else null
+    StructField("truncation", StringType(), True),
 ])
 
 SEGMENTS_SCHEMA = StructType([
@@ -107,7 +117,31 @@ EVENTS_PARTITION = "segment_id"
 # skipping uses); none on the payload or the routing key, which would only slow every write.
 EVENTS_PROPERTIES = {
     "delta.dataSkippingStatsColumns": "offset,next_offset,record_type,write_time",
+    # truncation must really remove bytes: a DELETE rewrites files rather than hiding rows
+    # behind deletion vectors (on by default for new tables on Databricks)
+    "delta.enableDeletionVectors": "false",
 }
+
+RETENTION_SET_SCHEMA = StructType([
+    StructField("recording_time", TimestampType(), False),
+    # bytes from the stream's start to the cut, truncated bytes included (Pravega's recordingSize)
+    StructField("recording_size", LongType(), False),
+    StructField("stream_cut", StringType(), False),
+])
+
+# (Delta refuses NOT NULL inside arrays)
+CUT_ENTRIES = ArrayType(StructType([
+    StructField("segment_id", LongType(), True),
+    StructField("offset", LongType(), True),
+]), True)
+
+SUBSCRIBERS_SCHEMA = StructType([
+    StructField("subscriber", StringType(), False),
+    StructField("generation", LongType(), False),
+    # the subscriber's last published cut; empty until it publishes one
+    StructField("stream_cut", CUT_ENTRIES, False),
+    StructField("update_time", TimestampType(), False),
+])
 
 READ_COLUMNS = ["scope", "stream", "segment_id", "offset", "event", "routing_key", "writer_id",
                 "write_time"]

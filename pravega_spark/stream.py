@@ -25,6 +25,7 @@ class StreamRecord:
     creation_time: datetime
     update_time: datetime
     row_version: int
+    truncation: str | None = None
 
     @property
     def scoped_name(self) -> str:
@@ -44,7 +45,8 @@ class StreamRecord:
     def to_row(self) -> tuple:
         return (self.scope, self.stream, self.state, self.configuration.to_json(),
                 list(self.configuration.tags), self.current_epoch, self.pending_scale,
-                self.head_stream_cut, self.creation_time, self.update_time, self.row_version)
+                self.head_stream_cut, self.creation_time, self.update_time, self.row_version,
+                self.truncation)
 
     @classmethod
     def from_row(cls, row) -> StreamRecord:  # row: pyspark.sql.Row
@@ -54,7 +56,7 @@ class StreamRecord:
         return cls(row["scope"], row["stream"], row["state"],
                    StreamConfiguration.from_json(row["configuration"]), row["current_epoch"],
                    row["pending_scale"], row["head_stream_cut"], utc(row["creation_time"]),
-                   utc(row["update_time"]), row["row_version"])
+                   utc(row["update_time"]), row["row_version"], row["truncation"])
 
 
 @dataclass(frozen=True)

@@ -21,19 +21,22 @@ from ._failpoints import failpoint
 from ._store import Store, utc_now
 from .config import StreamConfiguration
 from .errors import (
+    GenerationMismatchError,
     InvalidConfigError,
     InvalidStreamCutError,
     ScaleConflictError,
     ScopeNotEmptyError,
     ScopeNotFoundError,
     SegmentNotFoundError,
+    StreamCutBehindError,
     StreamNotFoundError,
     StreamNotSealedError,
     StreamSealedError,
+    SubscriberNotFoundError,
 )
 from .names import validate_scope_name, validate_stream_name
 from .scaling import EpochTransition, apply_transition, plan_scale
-from .schema import ACTIVE, CREATING, SCALING, SEALED, SEALING
+from .schema import ACTIVE, CREATING, SCALING, SEALED, SEALING, TRUNCATING
 from .segments import (
     SegmentRecord,
     active_segments,
@@ -50,6 +53,12 @@ from .stream_cut import (
     stream_cut_equal_or_after,
     tail_cut,
     validate_stream_cut,
+)
+from .truncation import (
+    TruncationRecord,
+    compute_truncation_record,
+    initial_truncation_record,
+    partial_truncations,
 )
 
 log = logging.getLogger("pravega_spark")
@@ -396,6 +405,175 @@ class StreamManager:
         self._check_cuts(record, records, [cut])
         return cut
 
+    # ---- truncation --------------------------------------------------------------------------
+    def truncate_stream(self, scope: str, stream: str, stream_cut: StreamCut) -> bool:
+        """Move the stream's head to ``stream_cut`` and delete the data before it.
+
+        Segments wholly before the cut are deleted (a partition-level DELETE: no data file is
+        rewritten); the cut's segments lose their records below its offsets. The bytes stay in
+        storage until ``vacuum`` removes the deleted files.
+
+        Commits: (1) row ACTIVE -> TRUNCATING with the new head and truncation record (from here
+        on reads below the head raise ``TruncatedDataError``); (2) a TRUNCATE record at each open
+        cut segment's new start; (3) DELETE of the whole segments; (4) DELETE of the records below
+        the cut's offsets; (5) row -> ACTIVE with the record completed. (2)-(5) are idempotent: a
+        crash after (1) is finished by the next state change of the stream (scale, seal, update,
+        truncate) or retention run. Appends go on during the truncation. Truncating at the
+        current head changes nothing.
+
+        Returns:
+            True.
+
+        Raises:
+            InvalidStreamCutError: the cut is invalid or not equal to or after the current head.
+            StreamSealedError: the stream is sealed.
+        """
+        if not isinstance(stream_cut, StreamCut) or stream_cut.is_unbounded:
+            raise InvalidStreamCutError(f"truncate_stream needs a bounded StreamCut, got {stream_cut!r}")
+
+        def attempt() -> StreamRecord | None:
+            record = self._recover(self._stream(scope, stream))
+            if record.state in (SEALING, SEALED):
+                raise StreamSealedError(f"stream {record.scoped_name} is sealed")
+            records = self._store.segment_records(scope, stream)
+            self._check_cuts(record, records, [stream_cut])
+            previous = self._truncation(record, records)
+            if previous.stream_cut == stream_cut:
+                return None
+            lengths = self._tail(record, records).positions
+            truncation = compute_truncation_record(previous, stream_cut, records, lengths)
+            started = record.transition(TRUNCATING, utc_now(), head_stream_cut=stream_cut.as_text(),
+                                        truncation=truncation.to_json())
+            if not self._store.compare_and_set_stream(record, started):
+                raise _delta.Retry("stream row changed")
+            return started
+
+        started = _delta.retrying(attempt, f"truncate {scope}/{stream}")
+        if started is None:
+            log.info("truncate_stream %s/%s: already at %r", scope, stream, stream_cut)
+            return True
+        failpoint("truncate:after_start")
+        self._finish_truncation(started)
+        return True
+
+    def truncation_record(self, scope: str, stream: str) -> TruncationRecord:
+        """The stream's truncation record: head, deleted segments, bytes truncated so far."""
+        record = self._settled(scope, stream)
+        return self._truncation(record, self._store.segment_records(scope, stream))
+
+    def _truncation(self, record: StreamRecord, records: Sequence[SegmentRecord]) -> TruncationRecord:
+        if record.truncation:
+            return TruncationRecord.from_json(record.truncation)
+        return initial_truncation_record(records, record.scoped_name)
+
+    def _finish_truncation(self, record: StreamRecord) -> tuple[StreamRecord, dict]:
+        """Commits (2)-(5) of ``truncate_stream``; returns the new record and what was deleted."""
+        truncation = TruncationRecord.from_json(record.truncation)
+        open_ids = {s.segment_id for s in active_segments(self._store.segment_records(record.scope, record.stream))}
+        starts = partial_truncations(truncation)
+        self._store.mark_truncation_starts(record.scope, record.stream,
+                                           {s: o for s, o in starts.items() if s in open_ids})
+        failpoint("truncate:after_marks")
+        whole = self._store.delete_segments(record.scope, record.stream, truncation.to_delete)
+        failpoint("truncate:after_segments")
+        rows = self._store.delete_below(record.scope, record.stream, starts)
+        failpoint("truncate:after_rows")
+        done = self._set_state(record, ACTIVE, truncation=truncation.completed().to_json())
+        report = {"head": truncation.stream_cut, "segments_deleted": list(truncation.to_delete),
+                  "size_till": truncation.size_till, "files_removed": whole.get("numRemovedFiles")
+                  + rows.get("numRemovedFiles"), "files_rewritten": whole.get("numAddedFiles")
+                  + rows.get("numAddedFiles"), "versions": [v for v in (whole.version, rows.version) if v is not None]}
+        log.info("truncate_stream %s: head %r, deleted segments %s, rows below the head deleted in %s, "
+                 "%d bytes truncated in total, files removed %d / rewritten %d (events versions %s)",
+                 record.scoped_name, truncation.stream_cut, list(truncation.to_delete), sorted(starts),
+                 truncation.size_till, report["files_removed"], report["files_rewritten"], report["versions"])
+        return done, report
+
+    # ---- subscribers (consumption-based retention) -------------------------------------------
+    def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
+        """Subscribe ``subscriber`` (e.g. a reader group) to the stream's retention.
+
+        A new subscriber starts with an empty cut, which holds nothing back until it publishes
+        one. An existing subscriber with an older generation takes the new one and keeps its cut;
+        an equal or older generation is a no-op (Pravega's ``addSubscriber``).
+
+        Returns:
+            True if the call changed the subscribers table.
+        """
+        self._check_subscriber(subscriber, generation)
+        record = self._settled(scope, stream)
+        changed = self._store.upsert_subscriber(scope, stream, subscriber, generation)
+        log.info("add_subscriber %s to %s (generation %d): %s", subscriber, record.scoped_name, generation,
+                 "done" if changed else "no change")
+        return changed
+
+    def remove_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
+        """Unsubscribe ``subscriber`` unless it has a newer generation (then this is a no-op).
+
+        Returns:
+            True if the subscriber is gone after the call.
+        """
+        self._check_subscriber(subscriber, generation)
+        self._settled(scope, stream)
+        self._store.delete_subscriber(scope, stream, subscriber, generation)
+        return self._store.subscriber(scope, stream, subscriber) is None
+
+    def update_subscriber_stream_cut(self, scope: str, stream: str, subscriber: str, generation: int,
+                                     stream_cut: StreamCut) -> bool:
+        """Publish how far ``subscriber`` has consumed (Pravega's ``updateSubscriberStreamCut``).
+
+        Returns:
+            True (publishing the same cut again is accepted).
+
+        Raises:
+            StreamNotFoundError: no such stream.
+            SubscriberNotFoundError: the subscriber is not subscribed to the stream.
+            GenerationMismatchError: ``generation`` is not the subscriber's current generation.
+            InvalidStreamCutError: the cut is not a valid cut of the stream.
+            StreamCutBehindError: the cut is behind the subscriber's previous cut.
+        """
+        self._check_subscriber(subscriber, generation)
+        record = self._settled(scope, stream)
+        if not isinstance(stream_cut, StreamCut) or stream_cut.is_unbounded:
+            raise InvalidStreamCutError(f"a subscriber publishes a bounded StreamCut, got {stream_cut!r}")
+        records = self._store.segment_records(scope, stream)
+        self._check_cuts(record, records, [stream_cut])
+
+        def attempt() -> bool:
+            found = self._store.subscriber(scope, stream, subscriber)
+            if found is None:
+                raise SubscriberNotFoundError(f"{subscriber} is not a subscriber of {record.scoped_name}")
+            stored_generation, previous = found
+            if stored_generation != generation:
+                raise GenerationMismatchError(
+                    f"{subscriber} of {record.scoped_name} is at generation {stored_generation}, not {generation}")
+            if previous and not stream_cut_equal_or_after(stream_cut, StreamCut(record.scoped_name, previous), records):
+                raise StreamCutBehindError(
+                    f"{stream_cut!r} is behind {subscriber}'s previous cut {StreamCut(record.scoped_name, previous)!r}")
+            if not self._store.compare_and_set_subscriber_cut(scope, stream, subscriber, generation, previous,
+                                                              stream_cut.positions):
+                raise _delta.Retry("subscriber changed meanwhile")
+            return True
+
+        return _delta.retrying(attempt, f"update cut of {subscriber} on {scope}/{stream}")
+
+    def subscribers(self, scope: str, stream: str) -> DataFrame:
+        """The stream's subscribers: ``subscriber, generation, stream_cut, update_time``."""
+        self._stream(scope, stream)
+        return self._store.subscribers(scope, stream)
+
+    def retention_set(self, scope: str, stream: str) -> DataFrame:
+        """The stream's retention set: ``recording_time, recording_size, stream_cut`` (text)."""
+        self._stream(scope, stream)
+        return _delta.read(self.spark, self._store.retention_set_path(scope, stream)).orderBy("recording_time")
+
+    @staticmethod
+    def _check_subscriber(subscriber: str, generation: int) -> None:
+        if not isinstance(subscriber, str) or not subscriber:
+            raise InvalidConfigError(f"a subscriber is a non-empty string, got {subscriber!r}")
+        if isinstance(generation, bool) or not isinstance(generation, int):
+            raise InvalidConfigError(f"a generation is an int, got {generation!r}")
+
     # ---- reading -----------------------------------------------------------------------------
     def read_events(self, scope: str, stream: str, start: CutOrName = "earliest",
                     end: CutOrName = "latest") -> DataFrame:
@@ -465,18 +643,23 @@ class StreamManager:
         return record
 
     def _settled(self, scope: str, stream: str) -> StreamRecord:
-        """The stream's record after finishing any workflow a crashed process left half-done."""
-        return self._recover(self._stream(scope, stream))
+        """The stream's record after finishing any workflow a crashed process left half-done
+        (except a truncation's deletes: reads are bounded by the head it already moved)."""
+        return self._recover(self._stream(scope, stream), finish_truncation=False)
 
     def _active_stream(self, scope: str, stream: str) -> StreamRecord:
-        """The stream's record once no workflow is pending; raises if it is sealed."""
-        record = self._recover(self._stream(scope, stream))
+        """The stream's record once no scale or seal is pending (appends go on during a
+        truncation, which only deletes below the tail); raises if it is sealed."""
+        record = self._recover(self._stream(scope, stream), finish_truncation=False)
         if record.state in (SEALING, SEALED):
             raise StreamSealedError(f"stream {record.scoped_name} is sealed")
         return record
 
-    def _recover(self, record: StreamRecord) -> StreamRecord:
+    def _recover(self, record: StreamRecord, finish_truncation: bool = True) -> StreamRecord:
         """Finish a workflow a crashed (or concurrent) process left half-done."""
+        if record.state == TRUNCATING and finish_truncation:
+            log.info("completing pending truncation of %s", record.scoped_name)
+            return self._finish_truncation(record)[0]
         if record.state == CREATING:
             return self._finish_create(record)
         if record.state == SCALING and record.pending_scale:

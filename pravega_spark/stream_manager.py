@@ -436,10 +436,15 @@ class StreamManager:
             if record.state in (SEALING, SEALED):
                 raise StreamSealedError(f"stream {record.scoped_name} is sealed")
             records = self._store.segment_records(scope, stream)
-            self._check_cuts(record, records, [stream_cut])
             previous = self._truncation(record, records)
+            if stream_cut.stream != record.scoped_name:
+                raise InvalidStreamCutError(f"cut of {stream_cut.stream} used with stream {record.scoped_name}")
             if previous.stream_cut == stream_cut:
                 return None
+            if not stream_cut_equal_or_after(stream_cut, previous.stream_cut, records):
+                raise InvalidStreamCutError(f"cannot truncate at {stream_cut!r}: it is not equal to or after the "
+                                            f"current head {previous.stream_cut!r}")
+            self._check_cuts(record, records, [stream_cut])
             lengths = self._tail(record, records).positions
             truncation = compute_truncation_record(previous, stream_cut, records, lengths)
             started = record.transition(TRUNCATING, utc_now(), head_stream_cut=stream_cut.as_text(),
@@ -488,6 +493,28 @@ class StreamManager:
                  record.scoped_name, truncation.stream_cut, list(truncation.to_delete), sorted(starts),
                  truncation.size_till, report["files_removed"], report["files_rewritten"], report["versions"])
         return done, report
+
+    # ---- retention ---------------------------------------------------------------------------
+    def run_retention(self, scope: str | None = None, stream: str | None = None, now: datetime | None = None,
+                      frequency: timedelta | None = None, bucket: int = 0, buckets: int = 1) -> list:
+        """Apply the streams' retention policies once (what ``jobs/retention.py`` runs).
+
+        For each stream with a retention policy: record its tail in the retention set when the
+        newest record is older than ``frequency`` (default 30 minutes), then truncate where
+        Pravega's time/size/consumption rules say (see ``retention_service``).
+
+        Args:
+            scope, stream: limit the run to a scope or one stream.
+            now: the run's notion of the current time (default: the wall clock).
+            frequency: how old the newest retention record must be before another is recorded.
+            bucket, buckets: handle only this bucket's share of the streams.
+
+        Returns:
+            A list of ``RetentionOutcome`` (one per stream with a policy).
+        """
+        from .retention_service import run_retention
+
+        return run_retention(self, scope, stream, None if now is None else _as_utc(now), frequency, bucket, buckets)
 
     # ---- subscribers (consumption-based retention) -------------------------------------------
     def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
@@ -627,7 +654,8 @@ class StreamManager:
         hours = None if retention is None else retention.total_seconds() / 3600
         done = []
         for row in streams.select("scope", "stream").collect():
-            for path in (self._store.segments_path(row[0], row[1]), self._store.events_path(row[0], row[1])):
+            for path in (self._store.segments_path(row[0], row[1]), self._store.events_path(row[0], row[1]),
+                         self._store.retention_set_path(row[0], row[1]), self._store.subscribers_path(row[0], row[1])):
                 _delta.vacuum(self.spark, path, hours)
                 done.append(path)
         log.info("vacuum: %d tables", len(done))

@@ -4,32 +4,39 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from pravega_spark.schema import HEADER_SIZE
+from pravega_spark.schema import HEADER_SIZE, RECORD_EVENT, RECORD_SEAL, RECORD_TRUNCATE
 
 
 def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
     """Assert the stored invariants and return the event rows.
 
-    - per segment, offsets are contiguous from 0: ``next = offset + 8 + len``;
+    - per segment, offsets are contiguous from its start (0, or the head's offset after a
+      truncation): ``next = offset + 8 + len``; segments deleted by truncation hold no row;
     - nothing lies beyond a sealed segment's sealed size, which equals its last event's end;
     - every segment with events is a known segment; a seal record exactly for sealed segments;
     - the stream is ACTIVE or SEALED (no half-finished workflow).
     """
     info = manager.stream_info(scope, stream)
     assert info.state in ("ACTIVE", "SEALED"), info.state
+    truncation = manager.truncation_record(scope, stream)
+    head = info.head_stream_cut.positions
     segments = {r.segment_id: r for r in manager.segments(scope, stream).collect()}
     rows = spark.read.format("delta").load(f"{manager.root}/{scope}/{stream}/events").collect()
     events = defaultdict(list)
     seals = {}
     for r in rows:
         assert r.segment_id in segments, r.segment_id
-        if r.record_type == 0:
+        assert r.segment_id not in truncation.deleted_segments, f"row of deleted segment {r.segment_id}"
+        if r.record_type == RECORD_EVENT:
             events[r.segment_id].append(r)
+        elif r.record_type == RECORD_TRUNCATE:
+            assert r.offset == r.next_offset and r.offset <= head.get(r.segment_id, 0), r
         else:
+            assert r.record_type == RECORD_SEAL, r
             assert r.segment_id not in seals, f"two seal records in {r.segment_id}"
             seals[r.segment_id] = r.offset
     for sid, seg_rows in events.items():
-        expected = 0
+        expected = max(head.get(sid, 0), 0)
         for r in sorted(seg_rows, key=lambda r: r.offset):
             assert r.offset == expected, (sid, r.offset, expected)
             assert r.next_offset == r.offset + HEADER_SIZE + len(r.event)
@@ -38,6 +45,8 @@ def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
         if sealed_size is not None:
             assert expected == sealed_size, (sid, expected, sealed_size)
     for sid, seg in segments.items():
+        if sid in truncation.deleted_segments:
+            continue
         if seg.sealed_size is not None:
             assert seals.get(sid) == seg.sealed_size, (sid, seals.get(sid), seg.sealed_size)
         else:

@@ -622,8 +622,10 @@ class StreamManager:
             version = self._store.events_version(scope, stream)
         resolve = self._cut_resolver(record, records, version)
         start_cut, end_cut = resolve(start), resolve(end)
-        self._check_cuts(record, records, [c for c in (start, end) if isinstance(c, StreamCut)])
-        reader.check_read_bounds(start_cut, end_cut, self._head(record, records), records)
+        # bounds before the boundary probe: the data below the head is gone
+        self._check_cuts(record, records, [c for c in (start, end) if isinstance(c, StreamCut)],
+                         before_probe=lambda: reader.check_read_bounds(start_cut, end_cut,
+                                                                       self._head(record, records), records))
         ranges = reader.segment_ranges(start_cut, end_cut, records)
         return (self._store.events(scope, stream, version)
                 .transform(reader.filter_segment_ranges, ranges=ranges)
@@ -760,13 +762,17 @@ class StreamManager:
         return resolve
 
     def _check_cuts(self, record: StreamRecord, records: Sequence[SegmentRecord],
-                    cuts: Sequence[StreamCut]) -> None:
-        """Validate cuts against the stream: one query checks every offset is an event boundary
-        (which also bounds it by the segment's length)."""
+                    cuts: Sequence[StreamCut], before_probe=None) -> None:
+        """Validate cuts against the stream: their structure, then ``before_probe()`` (if given),
+        then one query checking every offset is an event boundary (which also bounds it by the
+        segment's length)."""
         cuts = [c for c in cuts if not c.is_unbounded]
         for cut in cuts:
             if cut.stream != record.scoped_name:
                 raise InvalidStreamCutError(f"cut of {cut.stream} used with stream {record.scoped_name}")
+            validate_stream_cut(cut, records, None)
+        if before_probe is not None:
+            before_probe()
         if not cuts:
             return
         known = self._store.known_boundaries(record.scope, record.stream)

@@ -47,3 +47,32 @@ def test_concurrent_writers_and_scaler(spark, root, manager):
     assert info.current_epoch == 2
     # the read API agrees with the raw table
     assert manager.read_events("iot", "sensors").count() == sum(expected.values())
+
+
+@pytest.mark.slow
+def test_truncation_while_writers_append_and_a_scale_happens(spark, root, manager):
+    """Nothing above the head is lost: the bytes truncated plus the bytes still stored are
+    exactly the bytes written, every stored event is a written one, once, in order per key."""
+    manager.create_scope("iot")
+    manager.create_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
+    writers = ["w0", "w1"]
+    batches, per_batch = 5, 60
+    procs = [spawn("append", "--root", root, "--writer", w, "--batches", str(batches),
+                   "--per-batch", str(per_batch)) for w in writers]
+    procs.append(spawn("scale", "--root", root, "--scales", "1", "--delay", "20", "--pause", "1"))
+    procs.append(spawn("truncate", "--root", root, "--truncations", "2", "--delay", "15", "--pause", "8"))
+    outputs = [p.communicate(timeout=1200) for p in procs]
+    for p, (out, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, f"worker failed:\n{out}\n{err[-3000:]}"
+    assert outputs[-1][0].count("TRUNCATED") == 2
+
+    events = check_stream_consistent(spark, manager, "iot", "sensors")
+    written = Counter(p for w in writers for b in range(batches) for _, p in batch_rows(w, b, per_batch, 8))
+    stored = Counter(r.event.decode() for r in events)
+    assert all(n == 1 for n in stored.values()) and set(stored) <= set(written)
+    framed = sum(8 + len(p.encode()) for p in written.elements())
+    truncated = manager.truncation_record("iot", "sensors").size_till
+    assert truncated > 0
+    assert truncated + sum(8 + len(r.event) for r in events) == framed
+    check_key_order(events)
+    assert manager.read_events("iot", "sensors").count() == len(events)

@@ -115,3 +115,32 @@ def test_delete_killed_after_data_is_finished_by_retry(spark, root, manager):
     assert manager.delete_stream("iot", "sensors") is True
     assert not manager.check_stream_exists("iot", "sensors")
     assert manager.delete_scope("iot")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("failpoint", ["truncate:after_start", "truncate:after_segments", "truncate:after_rows"])
+def test_truncation_killed_between_commits_is_completed(spark, root, manager, failpoint):
+    w = _prepare(manager, spark)
+    cut = w.write_events(spark.createDataFrame([(f"key-{i % 8}", f"w0:0001:{i:06d}") for i in range(40)],
+                                               "routing_key string, event string")).tail_stream_cut
+    manager.scale_stream("iot", "sensors", [0], [(0.0, 0.25), (0.25, 0.5)])
+    w.write_events(spark.createDataFrame([(f"key-{i % 8}", f"w0:0002:{i:06d}") for i in range(40)],
+                                         "routing_key string, event string"))
+    head = manager.tail_stream_cut("iot", "sensors")  # epoch 1: segment 0 lies wholly before it
+    proc = spawn("crash", "--root", root, "--failpoint", failpoint, "--op", "truncate", "--cut", head.as_text())
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == -signal.SIGKILL, f"not killed at {failpoint}: {out}\n{err[-2000:]}"
+    assert manager._store.stream_record("iot", "sensors").state == "TRUNCATING"
+    # while the truncation is pending: reads start at the new head, below it is refused, appends go on
+    assert manager.read_events("iot", "sensors").count() == 0
+    with pytest.raises(ps.TruncatedDataError):
+        manager.read_events("iot", "sensors", start=cut)
+    w.write_events(spark.createDataFrame([(f"key-{i % 8}", f"w0:0003:{i:06d}") for i in range(40)],
+                                         "routing_key string, event string"))
+    # the next state change (a scale) completes the truncation first
+    manager.scale_stream("iot", "sensors", [1], [(0.5, 0.75), (0.75, 1.0)])
+    record = manager.truncation_record("iot", "sensors")
+    assert not record.updating and record.stream_cut == head and record.deleted_segments == (0,)
+    events = check_stream_consistent(spark, manager, "iot", "sensors")
+    assert sorted(r.event.decode() for r in events) == [f"w0:0003:{i:06d}" for i in range(40)]
+    check_key_order(events)

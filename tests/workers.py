@@ -2,7 +2,8 @@
 
     python -m tests.workers append --root R --scope S --stream T --writer W --batches B --per-batch N --keys K
     python -m tests.workers scale  --root R --scope S --stream T --scales M
-    python -m tests.workers crash  --root R --scope S --stream T --failpoint NAME --op scale|append|seal|create|delete
+    python -m tests.workers truncate --root R --scope S --stream T --truncations M --pause P
+    python -m tests.workers crash  --root R --scope S --stream T --failpoint NAME --op scale|append|seal|create|delete|truncate
 
 A crash run sets PRAVEGA_SPARK_FAILPOINT so the library SIGKILLs the process at that point.
 """
@@ -52,6 +53,16 @@ def run_scale(m: ps.StreamManager, a) -> None:
         time.sleep(a.pause)
 
 
+def run_truncate(m: ps.StreamManager, a) -> None:
+    """Take the tail, let the writers go on for a while, then truncate at that earlier tail."""
+    time.sleep(a.delay)
+    for _ in range(a.truncations):
+        cut = m.tail_stream_cut(a.scope, a.stream)
+        time.sleep(a.pause)
+        m.truncate_stream(a.scope, a.stream, cut)
+        print(f"TRUNCATED {cut.as_text()}", flush=True)
+
+
 def run_crash(m: ps.StreamManager, a) -> None:
     os.environ["PRAVEGA_SPARK_FAILPOINT"] = a.failpoint
     if a.op == "scale":
@@ -62,6 +73,8 @@ def run_crash(m: ps.StreamManager, a) -> None:
         m.create_stream(a.scope, a.stream, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
     elif a.op == "delete":
         m.delete_stream(a.scope, a.stream)
+    elif a.op == "truncate":
+        m.truncate_stream(a.scope, a.stream, ps.StreamCut.from_text(a.cut))
     elif a.op == "append":
         writer = m.create_event_writer(a.scope, a.stream, writer_id="crasher")
         df = m.spark.createDataFrame(batch_rows("crasher", 0, a.per_batch, a.keys), "routing_key string, event string")
@@ -72,7 +85,7 @@ def run_crash(m: ps.StreamManager, a) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("command", choices=["append", "scale", "crash"])
+    p.add_argument("command", choices=["append", "scale", "truncate", "crash"])
     p.add_argument("--root", required=True)
     p.add_argument("--scope", default="iot")
     p.add_argument("--stream", default="sensors")
@@ -83,11 +96,13 @@ def main(argv=None) -> int:
     p.add_argument("--scales", type=int, default=2)
     p.add_argument("--delay", type=float, default=0.0)
     p.add_argument("--pause", type=float, default=1.0)
+    p.add_argument("--truncations", type=int, default=2)
+    p.add_argument("--cut", default="")
     p.add_argument("--failpoint", default="")
     p.add_argument("--op", default="scale")
     a = p.parse_args(argv)
     m = ps.StreamManager(ps.spark_session(**CONF), a.root)
-    {"append": run_append, "scale": run_scale, "crash": run_crash}[a.command](m, a)
+    {"append": run_append, "scale": run_scale, "truncate": run_truncate, "crash": run_crash}[a.command](m, a)
     return 0
 
 

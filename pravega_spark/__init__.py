@@ -26,6 +26,7 @@ from .errors import (
     ScopeNotEmptyError,
     ScopeNotFoundError,
     SegmentNotFoundError,
+    StreamCutBehindError,
     StreamNotFoundError,
     StreamNotSealedError,
     StreamSealedError,
@@ -39,6 +40,7 @@ from .segments import SegmentRecord
 from .stream import StreamInfo
 from .stream_cut import StreamCut
 from .stream_manager import StreamManager
+from .truncation import TruncationRecord
 from .writer import EventStreamWriter, InvalidEventError, WriteResult
 
 __all__ = [
@@ -48,7 +50,7 @@ __all__ = [
     "MAX_LARGE_EVENT_SIZE", "PravegaSparkError", "RetentionPolicy", "RetentionType",
     "RetriesExhaustedError", "ScaleConflictError", "ScalePreconditionError", "ScaleType",
     "ScalingPolicy", "ScopeNotEmptyError", "ScopeNotFoundError", "SegmentNotFoundError",
-    "SegmentRecord", "StreamConfiguration", "StreamCut", "StreamInfo", "StreamManager",
+    "SegmentRecord", "StreamConfiguration", "StreamCut", "StreamCutBehindError", "StreamInfo", "StreamManager",
     "StreamNotFoundError", "StreamNotSealedError", "StreamSealedError", "SubscriberNotFoundError",
-    "TruncatedDataError", "TxnFailedError", "WriteResult", "key_position", "spark_session",
+    "TruncatedDataError", "TruncationRecord", "TxnFailedError", "WriteResult", "key_position", "spark_session",
 ]

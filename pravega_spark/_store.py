@@ -344,9 +344,14 @@ class Store:
         """The stream's retention set, oldest first."""
         from .retention import RetentionRecord
 
-        rows = _delta.read(self.spark, self.retention_set_path(scope, stream)).orderBy("recording_time").collect()
-        return [RetentionRecord(from_spark_time(r["recording_time"]), int(r["recording_size"]),
-                                StreamCut.from_text(r["stream_cut"])) for r in rows]
+        path = self.retention_set_path(scope, stream)
+
+        def load(version: int) -> tuple:
+            rows = _delta.read(self.spark, path, version).orderBy("recording_time").collect()
+            return tuple(RetentionRecord(from_spark_time(r["recording_time"]), int(r["recording_size"]),
+                                         StreamCut.from_text(r["stream_cut"])) for r in rows)
+
+        return list(self._cached(path, ("retention_set",), load))
 
     def add_retention_record(self, scope: str, stream: str, record) -> bool:
         """Append ``record`` unless the set already has one at least as new (Pravega's
@@ -375,6 +380,12 @@ class Store:
         if not rows:
             return None
         return int(rows[0]["generation"]), {int(e["segment_id"]): int(e["offset"]) for e in rows[0]["stream_cut"]}
+
+    def has_subscriber_cuts(self, scope: str, stream: str) -> bool:
+        """Whether any subscriber has published a cut (checked once per table version)."""
+        path = self.subscribers_path(scope, stream)
+        return self._cached(path, ("published",), lambda version: _delta.read(self.spark, path, version)
+                            .where(F.size("stream_cut") > 0).limit(1).count() > 0)
 
     def subscriber_cuts(self, scope: str, stream: str) -> DataFrame:
         """One row per entry of each subscriber's cut: ``subscriber, segment_id, offset``."""

@@ -122,8 +122,10 @@ def retain_stream(manager, scope: str, stream: str, now: datetime,
         if store.add_retention_record(scope, stream, candidate):
             recorded = candidate
         retention_set = store.retention_records(scope, stream)
-    lower_bound = lower_bound_cut(store.subscriber_cuts(scope, stream), segments=store.segments(scope, stream),
-                                  stream=record.scoped_name)
+    lower_bound = None
+    if store.has_subscriber_cuts(scope, stream):
+        lower_bound = lower_bound_cut(store.subscriber_cuts(scope, stream), segments=store.segments(scope, stream),
+                                      stream=record.scoped_name)
     cut = retention.truncation_point(policy, retention_set, lower_bound, now, segments, tail.positions)
     outcome = RetentionOutcome(scope, stream, recorded, lower_bound)
     if cut is None or not cut.positions:

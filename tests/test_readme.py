@@ -18,3 +18,12 @@ def test_quick_start_runs(spark, tmp_path, capsys):
     assert namespace["restored"] == namespace["cut"]
     assert "after the cut: 1 in all: 4" in out
     assert not namespace["manager"].check_stream_exists("iot", "sensors")
+
+
+def test_retention_example_runs(spark, tmp_path, capsys):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    namespace = {"root": str(tmp_path / "lake")}
+    for block in blocks[:2]:
+        exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
+    out = capsys.readouterr().out
+    assert "kept: 3" in out and "TruncationRecord(complete" in out and "RetentionOutcome(iot/metrics" in out

@@ -109,7 +109,7 @@ def retain_stream(manager, scope: str, stream: str, now: datetime,
                   frequency: timedelta) -> RetentionOutcome | None:
     """One stream's retention step; None if the stream has no retention policy or is sealed."""
     store = manager._store
-    record = manager._settled(scope, stream)
+    record = manager._recover(manager._stream(scope, stream))  # also finishes a crashed truncation
     policy = record.configuration.retention_policy
     if policy is None or record.state in (SEALING, SEALED):
         return None

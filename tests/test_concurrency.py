@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,34 @@ def test_truncation_while_writers_append_and_a_scale_happens(spark, root, manage
     assert truncated + sum(8 + len(r.event) for r in events) == framed
     check_key_order(events)
     assert manager.read_events("iot", "sensors").count() == len(events)
+
+
+@pytest.mark.slow
+def test_two_retention_jobs_on_the_same_bucket_at_once(spark, root, manager):
+    """Two job processes over the same streams at the same ``now``: one retention record per due
+    run, one truncation, consistent tables."""
+    manager.create_scope("iot")
+    for name in ("a", "b"):
+        manager.create_stream("iot", name, ps.StreamConfiguration(
+            retention_policy=ps.RetentionPolicy.by_size_bytes(1)))
+        w = manager.create_event_writer("iot", name, writer_id="w")
+        w.write_events(spark.createDataFrame(batch_rows("w", 0, 30, 4), "routing_key string, event string"))
+    manager.run_retention(now=datetime(2026, 1, 1, tzinfo=timezone.utc))  # a first record each
+    for name in ("a", "b"):
+        w = manager.create_event_writer("iot", name, writer_id="w")
+        w.write_events(spark.createDataFrame(batch_rows("w", 1, 30, 4), "routing_key string, event string"))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "jobs/retention.py", "--root", root, "--now", "2026-01-01T01:00:00Z"]
+    procs = [subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=900)
+        assert p.returncode == 0, f"job failed:\n{out}\n{err[-3000:]}"
+    for name in ("a", "b"):
+        records = manager._store.retention_records("iot", name)
+        assert len(records) == 1  # the 01:00 record, added once; the 00:00 one dropped by the truncation
+        assert records[0].recording_time == datetime(2026, 1, 1, 1, tzinfo=timezone.utc)
+        truncation = manager.truncation_record("iot", name)
+        assert truncation.size_till == sum(8 + len(p.encode()) for _, p in batch_rows("w", 0, 30, 4))
+        events = check_stream_consistent(spark, manager, "iot", name)
+        assert sorted(r.event.decode() for r in events) == sorted(p for _, p in batch_rows("w", 1, 30, 4))

@@ -148,6 +148,31 @@ def test_consumption_based_retention_max_limit(spark, manager):
     assert manager.truncation_record("iot", "m").size_till >= BATCH
 
 
+def test_consumption_based_retention_under_a_time_limit(spark, manager):
+    """Time policy with subscribers: the lower bound while it is within the max age; a subscriber
+    stuck at the start is overruled once data is older than the max (Pravega's maxBound rule)."""
+    w = _stream(manager, "tc", ps.RetentionPolicy.by_time(timedelta(0), timedelta(minutes=60)))
+    head = manager.head_stream_cut("iot", "tc")
+    for name in ("iot/stuck", "iot/fast"):
+        manager.add_subscriber("iot", "tc", name, 0)
+    manager.update_subscriber_stream_cut("iot", "tc", "iot/stuck", 0, head)
+    tails = []
+    for b in range(3):
+        tails.append(_write(spark, w, b).tail_stream_cut)
+        manager.update_subscriber_stream_cut("iot", "tc", "iot/fast", 0, tails[-1])
+        run = manager.run_retention(now=T0 + timedelta(minutes=31 * b))[0]
+        if b < 2:  # nothing is 60 minutes old: the stuck subscriber's bound (the head) holds
+            assert run.lower_bound == head and manager.truncation_record("iot", "tc").size_till == 0
+    # at 62 minutes the first record is past the max: truncate at the oldest record within it
+    assert run.truncated_at == tails[1] and _batches(manager, "tc") == ["w:0002"]
+    # the stuck subscriber catching up to the tail lets retention truncate at it
+    manager.update_subscriber_stream_cut("iot", "tc", "iot/stuck", 0, tails[2])
+    run = manager.run_retention(now=T0 + timedelta(minutes=93))[0]
+    assert run.lower_bound == tails[2] and run.truncated_at == tails[2]
+    assert manager.read_events("iot", "tc").count() == 0
+    check_stream_consistent(spark, manager, "iot", "tc")
+
+
 def test_retention_job_buckets_and_advancing_now(spark, root, manager, capsys):
     names = [f"s{i}" for i in range(6)]
     manager.create_scope("iot")

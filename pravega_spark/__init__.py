@@ -19,6 +19,8 @@ from .errors import (
     InvalidNameError,
     InvalidScaleError,
     InvalidStreamCutError,
+    InvalidWriterMarkError,
+    PingFailedError,
     PravegaSparkError,
     RetriesExhaustedError,
     ScaleConflictError,
@@ -33,6 +35,7 @@ from .errors import (
     SubscriberNotFoundError,
     TruncatedDataError,
     TxnFailedError,
+    TxnNotFoundError,
 )
 from .routing import key_position
 from .schema import MAX_EVENT_SIZE, MAX_LARGE_EVENT_SIZE
@@ -40,7 +43,9 @@ from .segments import SegmentRecord
 from .stream import StreamInfo
 from .stream_cut import StreamCut
 from .stream_manager import StreamManager
+from .transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
 from .truncation import TruncationRecord
+from .watermarks import TimeWindow, Watermark, WriterMark
 from .writer import EventStreamWriter, InvalidEventError, WriteResult
 
 __all__ = [
@@ -53,4 +58,6 @@ __all__ = [
     "SegmentRecord", "StreamConfiguration", "StreamCut", "StreamCutBehindError", "StreamInfo", "StreamManager",
     "StreamNotFoundError", "StreamNotSealedError", "StreamSealedError", "SubscriberNotFoundError",
     "TruncatedDataError", "TruncationRecord", "TxnFailedError", "WriteResult", "key_position", "spark_session",
+    "InvalidWriterMarkError", "PingFailedError", "TimeWindow", "Transaction", "TransactionalEventStreamWriter",
+    "TxnNotFoundError", "TxnStatus", "Watermark", "WriterMark",
 ]

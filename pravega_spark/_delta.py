@@ -48,6 +48,13 @@ CONFLICTS: tuple[type[BaseException], ...] = (
     DeltaConcurrentModificationException,
 )
 
+# Delta lists a table's application versions (SetTransaction) in each commit's checksum file only
+# up to this many; ``Transaction.app_version`` reads them from there (no Spark job). Every session
+# that commits to an events table sets it (see ``writer.WRITER_CONF`` and ``StreamManager``).
+CRC_APP_VERSIONS_CONF = "spark.databricks.delta.setTransactionsInCrc.maxAllowed"
+CRC_APP_VERSIONS = "10000"
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """Bounded retries with exponential backoff and full jitter."""
@@ -338,11 +345,78 @@ class Transaction:
             files.append(AddedFile(partition, int(stats.get("numRecords", 0)), stats.get("maxValues", {})))
         return actions, files
 
-    def commit(self, actions, partition_by: tuple[str, ...] = ()) -> int:
-        """Commit ``actions`` (from ``write``) as one WRITE; returns the new table version."""
+    # ---- application versions (Delta's SetTransaction): exactly-once markers in the log -----------
+    def app_version(self, app_id: str) -> int:
+        """The version last recorded for ``app_id`` in the snapshot (-1 if none), and a declared
+        dependency on it: a concurrent commit recording ``app_id`` makes this one fail with
+        ``ConcurrentTransactionException``.
+
+        Read from the snapshot's checksum file when it lists the table's application versions (no
+        Spark job), else from the snapshot's state.
+        """
+        checksum = self._txn.snapshot().checksumOpt()
+        known = checksum.get().setTransactions() if checksum.isDefined() else None
+        if known is not None and known.isDefined():
+            self._txn.readTxn().addOne(app_id)
+            entries = known.get()
+            for i in range(entries.size()):
+                entry = entries.apply(i)
+                if entry.appId() == app_id:
+                    return int(entry.version())
+            return -1
+        return int(self._txn.txnVersion(app_id))
+
+    def app_versions(self, prefix: str) -> dict[str, tuple[int, int | None]]:
+        """Every recorded application id starting with ``prefix``: (version, last-updated ms)."""
+        checksum = self._txn.snapshot().checksumOpt()
+        known = checksum.get().setTransactions() if checksum.isDefined() else None
+        entries = known.get() if known is not None and known.isDefined() else self._txn.snapshot().setTransactions()
+        out = {}
+        for i in range(entries.size()):
+            entry = entries.apply(i)
+            if entry.appId().startswith(prefix):
+                updated = entry.lastUpdated()
+                out[entry.appId()] = (int(entry.version()), int(updated.get()) if updated.isDefined() else None)
+        return out
+
+    def set_app_version(self, app_id: str, version: int) -> object:
+        """A SetTransaction action recording ``version`` for ``app_id`` (pass it to ``commit``)."""
+        jvm = self._jvm
+        now = jvm.scala.Some(jvm.java.lang.Long(int(time.time() * 1000)))
+        return jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, int(version), now)
+
+    # ---- files of tracked partitions -----------------------------------------------------------
+    def files_in(self, column: str, values: list[int]) -> list:
+        """The snapshot's files in these partitions, read (and so fenced) by this transaction:
+        a concurrent add or remove there makes the commit fail."""
+        parser = self.spark._jsparkSession.sessionState().sqlParser()
+        predicate = parser.parseExpression(f"{column} IN ({', '.join(str(int(v)) for v in values)})")
+        files = self._txn.filterFiles(self._seq([predicate]), False)
+        return [files.apply(i) for i in range(files.size())]
+
+    def read_files(self, files: list) -> DataFrame:
+        """The rows of ``files`` (from ``files_in``) as a DataFrame of the table's schema."""
+        jdf = self._txn.deltaLog().createDataFrame(self._txn.snapshot(), self._seq(files), False,
+                                                    self._jvm.scala.Option.empty())
+        return DataFrame(jdf, self.spark)
+
+    @staticmethod
+    def removals(files: list) -> list:
+        """Remove actions for ``files`` (a logical delete; VACUUM removes the bytes later)."""
+        return [f.remove() for f in files]
+
+    def commit(self, actions, partition_by: tuple[str, ...] = (), extra: list | None = None) -> int:
+        """Commit ``actions`` (from ``write``, or None) plus ``extra`` actions (removals,
+        application versions) as one WRITE; returns the new table version."""
         jvm = self._jvm
         none = jvm.scala.Option.empty()
+        items = []
+        if actions is not None:
+            it = actions.iterator()
+            while it.hasNext():
+                items.append(it.next())
+        items.extend(extra or [])
         operation = getattr(jvm, "org.apache.spark.sql.delta.DeltaOperations$Write")(
             jvm.org.apache.spark.sql.SaveMode.Append,
             jvm.scala.Option.apply(self._seq(list(partition_by))), none, none, none, none, none, none, none)
-        return int(self._txn.commit(actions, operation))
+        return int(self._txn.commit(self._seq(items), operation))

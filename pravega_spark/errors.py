@@ -80,6 +80,19 @@ class TxnFailedError(PravegaSparkError):
     """A transaction operation failed (commit after abort/timeout, write after commit)."""
 
 
+class TxnNotFoundError(TxnFailedError, LookupError):
+    """No such transaction on the stream (Pravega: TRANSACTION_NOT_FOUND)."""
+
+
+class PingFailedError(PravegaSparkError):
+    """A transaction's lease could not be extended (Pravega's ``PingFailedException``): the new
+    lease would pass the transaction's max execution time."""
+
+
+class InvalidWriterMarkError(PravegaSparkError, ValueError):
+    """A writer's noted time or position went backwards (Pravega: INVALID_TIME / INVALID_POSITION)."""
+
+
 class SubscriberNotFoundError(PravegaSparkError, LookupError):
     """The subscriber is not registered on the stream."""
 

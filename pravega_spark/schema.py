@@ -46,6 +46,10 @@ RECORD_SEAL = 1
 # head's offset): it keeps the segment's length known when every event below it was deleted.
 # Negative, so that a segment's max(record_type) still tells whether it is sealed.
 RECORD_TRUNCATE = -1
+# A STAGED row is an event of an open transaction, in the transaction's own staging partition (a
+# negative segment_id): offset = the staging commit's read version, next_offset = its rank in that
+# write. Never read as an event; moved into the segments by the commit (see transactions.py).
+RECORD_STAGED = -2
 
 # Stream states, as Pravega's State enum.
 CREATING = "CREATING"

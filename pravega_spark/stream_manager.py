@@ -66,6 +66,12 @@ log = logging.getLogger("pravega_spark")
 CutOrName = StreamCut | str
 
 
+def _watermark_paths(manager, scope: str, stream: str) -> tuple[str, str]:
+    from .watermarks import _paths
+
+    return _paths(manager, scope, stream)
+
+
 def _as_utc(ts: datetime) -> datetime:
     return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
 
@@ -89,6 +95,9 @@ class StreamManager:
     def __init__(self, spark: SparkSession, root: str) -> None:
         self.spark = spark
         self.root = str(root).rstrip("/")
+        # every commit to an events table keeps its application versions in the checksum file
+        # (see ``_delta.CRC_APP_VERSIONS_CONF``)
+        spark.conf.set(_delta.CRC_APP_VERSIONS_CONF, _delta.CRC_APP_VERSIONS)
         self._store = Store(spark, self.root)
         self._store.ensure_system_tables()
 
@@ -640,6 +649,102 @@ class StreamManager:
         self._stream(scope, stream)
         return EventStreamWriter(self, scope, stream, writer_id, **options)
 
+    def create_transactional_writer(self, scope: str, stream: str, writer_id: str | None = None):
+        """A writer of transactions on the stream (see ``transactions.TransactionalEventStreamWriter``).
+
+        Example:
+            >>> txn = manager.create_transactional_writer("iot", "sensors", "ingest-1").begin_txn()  # doctest: +SKIP
+            >>> txn.write_events(df); txn.commit()  # doctest: +SKIP
+        """
+        from .transactions import TransactionalEventStreamWriter
+
+        self._stream(scope, stream)
+        return TransactionalEventStreamWriter(self, scope, stream, writer_id)
+
+    def transactions(self, scope: str, stream: str, now: datetime | None = None) -> DataFrame:
+        """The stream's transactions (as recorded in its events table's log) with their status
+        as of ``now``: ``txn_id, status, lease_expiry, decision_time, max_execution_expiry,
+        last_updated, timed_out`` (an expired lease not yet aborted by the timeout job)."""
+        from .transactions import TRANSACTIONS_DDL, _now_ms, transaction_states
+
+        self._stream(scope, stream)
+        txn = _delta.Transaction(self.spark, self._store.events_path(scope, stream))
+        rows = [tuple(s.values()) for s in transaction_states(txn, _now_ms(now))]
+        return self.spark.createDataFrame(rows, TRANSACTIONS_DDL)
+
+    def abort_timed_out_transactions(self, now: datetime | None = None, scope: str | None = None,
+                                     stream: str | None = None) -> dict[str, list[str]]:
+        """Abort every transaction whose lease expired by ``now`` (default: the wall clock) and
+        remove its staged events (what ``jobs/transactions.py`` runs). Safe to run concurrently
+        with commits: a transaction ends either committed or aborted.
+
+        Returns:
+            ``{"scope/stream": [aborted txn ids]}`` for the streams where something was aborted.
+        """
+        from .transactions import _now_ms, abort_timed_out
+
+        now_ms = _now_ms(None if now is None else _as_utc(now))
+        out = {}
+        for s, t in self._stream_names(scope, stream):
+            path = self._store.events_path(s, t)
+            try:
+                aborted = abort_timed_out(lambda p=path: _delta.Transaction(self.spark, p), s, t, now_ms)
+            except Exception as exc:  # noqa: BLE001 - a stream deleted meanwhile is skipped
+                if _delta.is_table(self.spark, path):
+                    raise
+                log.info("transactions of %s/%s: stream gone (%s)", s, t, type(exc).__name__)
+                continue
+            if aborted:
+                out[f"{s}/{t}"] = aborted
+        return out
+
+    # ---- watermarks --------------------------------------------------------------------------
+    def compute_watermarks(self, scope: str | None = None, stream: str | None = None,
+                           now: datetime | None = None) -> dict:
+        """One round of Pravega's periodic watermarking on each stream (what
+        ``jobs/watermarks.py`` runs); all time comparisons use ``now`` (default: the wall clock).
+
+        Returns:
+            ``{"scope/stream": Watermark}`` for the streams where a watermark was emitted.
+        """
+        from .watermarks import compute_round
+
+        now = _as_utc(now) if now is not None else datetime.now(timezone.utc)
+        out = {}
+        for s, t in self._stream_names(scope, stream):
+            try:
+                watermark = compute_round(self, s, t, now)
+            except StreamNotFoundError:
+                continue
+            if watermark is not None:
+                out[f"{s}/{t}"] = watermark
+        return out
+
+    def watermarks(self, scope: str, stream: str) -> DataFrame:
+        """The stream's emitted watermarks, oldest first: ``lower_time_bound, upper_time_bound,
+        stream_cut`` (text form, see ``StreamCut.from_text``), ``emit_time``."""
+        from .watermarks import watermarks_df
+
+        self._stream(scope, stream)
+        return watermarks_df(self, scope, stream)
+
+    def writer_marks(self, scope: str, stream: str) -> list:
+        """Each writer's latest noted time and position (``watermarks.WriterMark``)."""
+        from .watermarks import writer_marks
+
+        self._stream(scope, stream)
+        return writer_marks(self, scope, stream)
+
+    def time_window(self, scope: str, stream: str, position: StreamCut):
+        """The time window of a reader at ``position`` (Pravega's ``getCurrentTimeWindow``):
+        ``TimeWindow(lower_time_bound, upper_time_bound)``, None where unknown."""
+        from .watermarks import time_window, watermark_list
+
+        record = self._settled(scope, stream)
+        records = self._store.segment_records(scope, stream)
+        cut = self.validate_stream_cut(scope, stream, position) if position is not None else None
+        return time_window(cut or self._tail(record, records), watermark_list(self, scope, stream), records)
+
     # ---- maintenance -------------------------------------------------------------------------
     def vacuum(self, scope: str | None = None, stream: str | None = None,
                retention: timedelta | None = None) -> list[str]:
@@ -657,13 +762,24 @@ class StreamManager:
         done = []
         for row in streams.select("scope", "stream").collect():
             for path in (self._store.segments_path(row[0], row[1]), self._store.events_path(row[0], row[1]),
-                         self._store.retention_set_path(row[0], row[1]), self._store.subscribers_path(row[0], row[1])):
+                         self._store.retention_set_path(row[0], row[1]), self._store.subscribers_path(row[0], row[1]),
+                         *_watermark_paths(self, row[0], row[1])):
+                if not _delta.is_table(self.spark, path):
+                    continue  # created on first use (watermarks)
                 _delta.vacuum(self.spark, path, hours)
                 done.append(path)
         log.info("vacuum: %d tables", len(done))
         return done
 
     # ---- internals ---------------------------------------------------------------------------
+    def _stream_names(self, scope: str | None, stream: str | None) -> list[tuple[str, str]]:
+        rows = self._store.streams()
+        if scope is not None:
+            rows = rows.where(F.col("scope") == validate_scope_name(scope))
+        if stream is not None:
+            rows = rows.where(F.col("stream") == validate_stream_name(stream))
+        return sorted((r["scope"], r["stream"]) for r in rows.select("scope", "stream").collect())
+
     def _stream(self, scope: str, stream: str) -> StreamRecord:
         validate_scope_name(scope)
         validate_stream_name(stream)

@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
 from . import _delta
+from ._delta import CRC_APP_VERSIONS, CRC_APP_VERSIONS_CONF
 from ._failpoints import failpoint
 from .errors import EventTooLargeError, InvalidConfigError, PravegaSparkError
 from .routing import with_event_checks, with_key_position, with_offsets, with_segment_id
@@ -42,7 +44,13 @@ WRITER_CONF = {
     "parquet.column.statistics.enabled#routing_key": "false",
     "parquet.column.statistics.enabled#writer_id": "false",
     "parquet.size.statistics.enabled": "false",
+    # application versions (idempotent write numbers, transaction states) are read from each
+    # commit's checksum file: keep them listed there (Delta's default stops at 100)
+    CRC_APP_VERSIONS_CONF: CRC_APP_VERSIONS,
 }
+
+# The application id under which a writer's write numbers are recorded in the events table's log.
+WRITER_APP_PREFIX = "pravega-writer/"
 
 
 class InvalidEventError(PravegaSparkError, ValueError):
@@ -98,6 +106,9 @@ class EventStreamWriter:
         # open segments and tails after our last commit, and its version: exact while the events
         # table is still at that version (checked against each new transaction's snapshot)
         self._hint: tuple[list[SegmentRecord], dict[int, int], int] | None = None
+        # the end of this writer's latest write in each segment it wrote (watermarks)
+        self._position: dict[int, int] = {}
+        self._last_noted: datetime | None = None
 
     def __repr__(self) -> str:
         return f"EventStreamWriter({self.scope}/{self.stream}, writer_id={self.writer_id!r})"
@@ -109,6 +120,7 @@ class EventStreamWriter:
     def write_event(self, event: bytes | bytearray | str, routing_key: str | None = None,
                     write_number: int | None = None) -> WriteResult:
         """Append one event (``str`` is UTF-8 encoded). A ``None`` key routes randomly.
+        ``write_number`` makes the write idempotent, as in ``write_events``.
 
         Raises:
             EventTooLargeError: the payload exceeds 8 MiB (nothing is written).
@@ -133,27 +145,60 @@ class EventStreamWriter:
             routing_key: column holding the routing key (null routes randomly).
             event: column holding the payload (binary, or string encoded as UTF-8).
             order_by: column(s) fixing the append order per key; default: the DataFrame's order.
-            write_number: reserved for idempotent writes; must be None for now.
+            write_number: makes the write idempotent. This writer's writes are numbered (any
+                increasing non-negative ints, e.g. ``foreachBatch``'s batch id); a write whose
+                number is at or below the highest one applied for this ``writer_id`` is skipped
+                (``event_count == 0``), also after a process restart. The number is recorded in
+                the same Delta commit as the events (Delta's ``txnAppId``/``txnVersion``), so a
+                write is applied exactly once. Numbers are per writer id and stream.
 
         Returns:
             A ``WriteResult`` with the commit's events, bytes, Delta version and the tail after it.
 
         Raises:
             EventTooLargeError: an event exceeds 8 MiB (nothing is written).
+            InvalidConfigError: a missing column, or a write number that is not a non-negative int.
             StreamSealedError: the stream is sealed.
             RetriesExhaustedError: concurrent writers kept winning (nothing is written).
         """
-        if write_number is not None:
-            raise InvalidConfigError("idempotent write numbers are not supported yet (issue #4)")
+        number = check_write_number(write_number)
         events = self._prepare(df, routing_key, event, order_by)
         order = [F.col(c) for c in ([order_by] if isinstance(order_by, str) else (order_by or []))]
         order.append(F.col("__seq"))
-        return _delta.retrying(lambda: self._attempt(events, order), f"append to {self.scoped_name}",
+        guard = None if number is None else self._idempotence_guard(number)
+        return _delta.retrying(lambda: self._attempt(events, order, guard), f"append to {self.scoped_name}",
                                self._retry)
 
+    @property
+    def position(self) -> dict[int, int]:
+        """The end of this writer's latest write in each segment it wrote (what ``note_time``
+        records)."""
+        return dict(self._position)
+
+    def last_write_number(self) -> int:
+        """The highest write number applied for this writer id (-1 if none): where a restarted
+        writer resumes numbering."""
+        txn = _delta.Transaction(self._session, self._store.events_path(self.scope, self.stream))
+        return txn.app_version(WRITER_APP_PREFIX + self.writer_id)
+
+    def note_time(self, ts: datetime) -> None:
+        """Record ``ts`` with this writer's position (Pravega's ``noteTime``) for watermarks.
+
+        Raises:
+            InvalidWriterMarkError: ``ts`` is before the time this writer noted last, or the
+                position went backwards (nothing is recorded).
+        """
+        from .watermarks import note_writer_mark
+
+        note_writer_mark(self._manager, self.scope, self.stream, self.writer_id, ts, self._position)
+
     def close(self) -> None:
-        """Pravega's writer shutdown; the writer id may be reused later."""
+        """Pravega's writer shutdown; the writer id may be reused later. A writer that noted
+        times is marked shut down, so watermarks stop waiting for it."""
+        from .watermarks import shut_down_writer
+
         self._hint = None
+        shut_down_writer(self._manager, self.scope, self.stream, self.writer_id)
 
     # ---- internals ---------------------------------------------------------------------------
     def _prepare(self, df: DataFrame, routing_key: str, event: str, order_by) -> DataFrame:
@@ -188,8 +233,33 @@ class EventStreamWriter:
             raise _delta.Retry("segments sealed by a scale in progress")
         return current, {sid: t.length for sid, t in tails.items()}
 
-    def _attempt(self, events: DataFrame, order) -> WriteResult:
+    def _idempotence_guard(self, number: int):
+        app_id = WRITER_APP_PREFIX + self.writer_id
+
+        def guard(txn: _delta.Transaction):
+            last = txn.app_version(app_id)
+            if last >= number:
+                log.info("%s: write number %d skipped (already applied: last is %d)", self.writer_id, number, last)
+                return None
+            return [txn.set_app_version(app_id, number)]
+
+        return guard
+
+    def _attempt(self, events, order, guard=None) -> WriteResult:
+        """One attempt of an append: a fenced Delta transaction on the events table.
+
+        ``guard(txn)`` (optional) runs first against the transaction's snapshot: it returns the
+        extra actions to commit with the events (None: the write is already applied, skip it).
+        ``events`` may be a function of the transaction (for data read in it).
+        """
         txn = _delta.Transaction(self._session, self._store.events_path(self.scope, self.stream))
+        extra: list = []
+        if guard is not None:
+            extra = guard(txn)
+            if extra is None:  # already applied: report the current tail, write nothing
+                return WriteResult(0, 0, None, StreamCut(self.scoped_name, self._open_segments(txn)[1]))
+        if callable(events):
+            events = events(txn)
         try:
             segments, tails = self._open_segments(txn)
         except _delta.Retry:
@@ -218,10 +288,10 @@ class EventStreamWriter:
         except Exception as exc:  # the job's raise_error surfaces as a Spark or Py4J error
             self._raise_event_error(exc)
             raise
-        if not files:
+        if not files and not extra:
             self._hint = (segments, tails, txn.read_version)
             return WriteResult(0, 0, None, StreamCut(self.scoped_name, tails))
-        version = txn.commit(actions, (EVENTS_PARTITION,))
+        version = txn.commit(actions, (EVENTS_PARTITION,), extra)
         failpoint("append:after_commit")
         # The fence covered every open segment, so nothing else landed in them between our
         # snapshot and our commit: each tail is the old one or the end of what we wrote.
@@ -231,6 +301,8 @@ class EventStreamWriter:
             lengths[sid] = max(lengths[sid], int(f.max_values["next_offset"]))
         written = {sid: lengths[sid] - tails[sid] for sid in tails if lengths[sid] != tails[sid]}
         self._hint = (segments, lengths, version)
+        self._position = {sid: off for sid, off in self._position.items() if sid in tails}
+        self._position.update({sid: lengths[sid] for sid in written})
         result = WriteResult(sum(f.num_records for f in files), sum(written.values()), version,
                              StreamCut(self.scoped_name, lengths), written)
         log.info("%s wrote %d events (%d bytes) to %s at version %s", self.writer_id,
@@ -245,6 +317,15 @@ class EventStreamWriter:
             raise EventTooLargeError(detail.strip().rstrip(".") + "; nothing was written") from None
         if "NullEvent:" in text:
             raise InvalidEventError("an event payload is null; nothing was written") from None
+
+
+def check_write_number(write_number: int | None) -> int | None:
+    """A write number is a non-negative int (or None: not an idempotent write)."""
+    if write_number is None:
+        return None
+    if isinstance(write_number, bool) or not isinstance(write_number, int) or write_number < 0:
+        raise InvalidConfigError(f"write_number must be a non-negative int, got {write_number!r}")
+    return write_number
 
 
 def _in_session(df: DataFrame, session) -> DataFrame:

@@ -1,0 +1,487 @@
+"""Transactions: Pravega's ``TransactionalEventStreamWriter`` and ``Transaction``.
+
+A transaction lives in its stream's events table, so that every one of its steps is one Delta
+commit and every decision is fenced by Delta itself:
+
+- **Staged events** are rows of the events table in a partition of the transaction's own (its
+  *staging partition*, a negative ``segment_id`` derived from the transaction id: Pravega's
+  transaction segment), with ``record_type = STAGED``. Readers read only real segments, so staged
+  events are invisible. ``offset`` holds the staging commit's read version and ``next_offset`` the
+  row's rank in its write: together, the append order.
+- **The state** is an application version in the events table's log (Delta's ``SetTransaction``,
+  app id ``pravega-txn/<txn_id>``): ``lease_expiry_ms << 2 | state``. Every step reads it, so two
+  concurrent commits that both change it (commit vs abort, commit vs timeout, ping vs commit) can
+  never both succeed: Delta fails the second with ``ConcurrentTransactionException`` and the
+  retry sees the first's outcome.
+- **Commit** is one commit of the events table: the staged rows, routed to the stream's *current*
+  segments (so it works after a scale) and appended contiguously at each segment's tail, the
+  removal of the staged files, and the COMMITTED state. **Abort** is one commit: the removal of
+  the staged files and the ABORTED state. Neither can be half-applied, so there is nothing to
+  recover after a crash: a retry sees the outcome (COMMITTING and ABORTING are never stored).
+- The maximum execution time (Pravega: ``min(1000 x lease, 1 day)``) is fixed at ``begin_txn`` and
+  carried in the transaction id's top 48 bits (Pravega carries the epoch there).
+
+A lease that expired makes the transaction ABORTED at once for every reader of its state; the
+timeout job (``StreamManager.abort_timed_out_transactions``) then commits the abort and removes the
+staged data (physically at the next ``VACUUM``).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from . import _delta
+from .errors import (
+    InvalidConfigError,
+    PingFailedError,
+    StreamSealedError,
+    TxnFailedError,
+    TxnNotFoundError,
+)
+from .routing import with_event_checks
+from .schema import EVENTS_PARTITION, RECORD_STAGED
+from .writer import EventStreamWriter, WriteResult
+
+log = logging.getLogger("pravega_spark")
+
+TXN_APP_PREFIX = "pravega-txn/"
+
+# Pravega's controller bounds (transaction.lease.count.min/max) and execution time bound.
+MIN_LEASE = timedelta(seconds=10)
+MAX_LEASE = timedelta(seconds=600)
+DEFAULT_LEASE = timedelta(milliseconds=600 * 1000 - 1)  # EventWriterConfig.transactionTimeoutTime
+MAX_EXECUTION_TIME = timedelta(days=1)
+MAX_EXECUTION_FACTOR = 1000
+
+_OPEN, _COMMITTED, _ABORTED = 0, 1, 2
+_RANDOM_BITS = 80
+
+
+class TxnStatus(str, Enum):
+    """A transaction's status (Pravega's ``Transaction.Status``, plus ``UNKNOWN``)."""
+
+    OPEN = "OPEN"
+    COMMITTING = "COMMITTING"
+    COMMITTED = "COMMITTED"
+    ABORTING = "ABORTING"
+    ABORTED = "ABORTED"
+    UNKNOWN = "UNKNOWN"
+
+    def __repr__(self) -> str:
+        return f"TxnStatus.{self.value}"
+
+
+# ---- pure helpers: ids, leases, state encoding -------------------------------------------------
+def _ms(ts: datetime) -> int:
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
+    return int(ts.timestamp() * 1000)
+
+
+def _now_ms(now: datetime | None = None) -> int:
+    return _ms(now) if now is not None else int(time.time() * 1000)
+
+
+def _from_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+def check_lease(lease: timedelta) -> int:
+    """A lease in ms, within Pravega's bounds [10 s, 600 s]."""
+    if not isinstance(lease, timedelta):
+        raise InvalidConfigError(f"lease must be a timedelta, got {type(lease).__name__}")
+    if lease < MIN_LEASE or lease > MAX_LEASE:
+        raise InvalidConfigError(f"lease {lease} is outside Pravega's bounds [{MIN_LEASE}, {MAX_LEASE}]")
+    return int(lease / timedelta(milliseconds=1))
+
+
+def new_txn_id(max_execution_expiry_ms: int) -> str:
+    """A transaction id: a UUID whose top 48 bits are its max execution expiry (epoch ms)."""
+    return str(uuid.UUID(int=(max_execution_expiry_ms << _RANDOM_BITS) | secrets.randbits(_RANDOM_BITS)))
+
+
+def parse_txn_id(txn_id: str | uuid.UUID) -> uuid.UUID:
+    try:
+        return txn_id if isinstance(txn_id, uuid.UUID) else uuid.UUID(str(txn_id))
+    except ValueError:
+        raise TxnNotFoundError(f"{txn_id!r} is not a transaction id") from None
+
+
+def max_execution_expiry_ms(txn_id: uuid.UUID) -> int:
+    return txn_id.int >> _RANDOM_BITS
+
+
+def staging_partition(txn_id: uuid.UUID) -> int:
+    """The transaction's staging partition: a negative ``segment_id`` no segment ever has."""
+    return -1 - (txn_id.int & ((1 << 62) - 1))
+
+
+def encode_state(state: int, ms: int) -> int:
+    return (ms << 2) | state
+
+
+def decode_state(version: int, now_ms: int) -> tuple[TxnStatus, int]:
+    """(status as of ``now_ms``, lease expiry or decision time in ms) of an application version."""
+    if version < 0:
+        return TxnStatus.UNKNOWN, 0
+    state, ms = version & 3, version >> 2
+    if state == _COMMITTED:
+        return TxnStatus.COMMITTED, ms
+    if state == _ABORTED or ms <= now_ms:  # an expired lease is an abort, job or no job
+        return TxnStatus.ABORTED, ms
+    return TxnStatus.OPEN, ms
+
+
+class _LeaseExpired(Exception):
+    pass
+
+
+# ---- handles -------------------------------------------------------------------------------------
+class Transaction:
+    """One transaction on a stream (Pravega's ``Transaction``).
+
+    Created by ``TransactionalEventStreamWriter.begin_txn`` or ``get_txn``. Writes are staged
+    (invisible to readers); ``commit()`` makes all of them visible in one Delta commit, appended
+    contiguously at each segment's tail; ``abort()`` discards them.
+
+    Example:
+        >>> txn = manager.create_transactional_writer("iot", "sensors", "ingest-1").begin_txn()  # doctest: +SKIP
+        >>> txn.write_events(df, routing_key="device_id", event="payload")  # doctest: +SKIP
+        >>> txn.commit()  # doctest: +SKIP
+    """
+
+    def __init__(self, writer: TransactionalEventStreamWriter, txn_id: uuid.UUID) -> None:
+        self._writer = writer
+        self._id = txn_id
+        self._app = TXN_APP_PREFIX + str(txn_id)
+        self._partition = staging_partition(txn_id)
+        self._closed: TxnStatus | None = None  # set once this handle saw the txn decided
+
+    def __repr__(self) -> str:
+        return f"Transaction({self._writer.scoped_name}, txn_id={self.txn_id!r})"
+
+    @property
+    def txn_id(self) -> str:
+        return str(self._id)
+
+    @property
+    def max_execution_expiry(self) -> datetime:
+        """When the transaction can no longer be pinged (fixed at ``begin_txn``)."""
+        return _from_ms(max_execution_expiry_ms(self._id))
+
+    # ---- writes ------------------------------------------------------------------------------
+    def write_event(self, event: bytes | bytearray | str, routing_key: str | None = None) -> int:
+        """Stage one event (``str`` is UTF-8 encoded); see ``write_events``."""
+        inner = self._writer._events
+        df = inner._session.createDataFrame([(routing_key, _as_bytes(event))], "routing_key string, event binary")
+        return self.write_events(df)
+
+    def write_events(self, df: DataFrame, routing_key: str = "routing_key", event: str = "event",
+                     order_by: str | list[str] | None = None) -> int:
+        """Stage every row of ``df`` as an event of this transaction (one Delta commit).
+
+        Per routing key, the transaction's events are committed in the order they were written
+        (this call's rows in ``order_by`` order, else the DataFrame's own order). Concurrent
+        writes to one transaction have no order among themselves.
+
+        Returns:
+            The number of events staged.
+
+        Raises:
+            TxnFailedError: the transaction is committed, aborted or its lease expired.
+            EventTooLargeError: an event exceeds 8 MiB (nothing is staged).
+        """
+        self._check_handle_open()
+        inner = self._writer._events
+        events = inner._prepare(df, routing_key, event, order_by)
+        order = [F.col(c) for c in ([order_by] if isinstance(order_by, str) else (order_by or []))]
+        rank = (F.col("__seq") if not order else
+                F.row_number().over(Window.partitionBy("routing_key").orderBy(*order, F.col("__seq"))))
+        return _delta.retrying(lambda: self._stage(events, rank), f"write to {self!r}", inner._retry)
+
+    def flush(self) -> None:
+        """Writes are durable when ``write_events`` returns: nothing to flush (Pravega parity)."""
+        self._check_handle_open()
+
+    def _stage(self, events: DataFrame, rank) -> int:
+        inner = self._writer._events
+        txn = self._writer._transaction()
+        self._require_open(txn)
+        staged = (events.transform(with_event_checks)
+                  .select(F.lit(self._partition).cast("long").alias("segment_id"),
+                          F.lit(txn.read_version).cast("long").alias("offset"),
+                          rank.cast("long").alias("next_offset"),
+                          F.lit(RECORD_STAGED).alias("record_type"), "routing_key", "event",
+                          F.lit(self._writer.writer_id).alias("writer_id"),
+                          F.current_timestamp().alias("write_time")))
+        try:
+            actions, files = txn.write(staged, (EVENTS_PARTITION,))
+        except Exception as exc:  # noqa: BLE001 - a failed payload check surfaces as a Spark error
+            inner._raise_event_error(exc)
+            raise
+        if not files:
+            return 0
+        version = txn.commit(actions, (EVENTS_PARTITION,))
+        count = sum(f.num_records for f in files)
+        log.info("%r staged %d events at version %d", self, count, version)
+        return count
+
+    # ---- state -------------------------------------------------------------------------------
+    def check_status(self) -> TxnStatus:
+        """The transaction's status now (ABORTED once its lease expired, even before the
+        timeout job ran)."""
+        return self._status(self._writer._transaction())[0]
+
+    def ping(self, lease: timedelta = DEFAULT_LEASE) -> TxnStatus:
+        """Extend the lease to ``now + lease`` (Pravega's ``pingTxn``).
+
+        Returns:
+            OPEN when extended; COMMITTED or ABORTED (unchanged) for a decided transaction.
+
+        Raises:
+            InvalidConfigError: ``lease`` outside [10 s, 600 s] (Pravega: LEASE_TOO_LARGE).
+            PingFailedError: ``now + lease`` passes the max execution time
+                (Pravega: MAX_EXECUTION_TIME_EXCEEDED); the lease is unchanged.
+        """
+        lease_ms = check_lease(lease)
+
+        def attempt() -> TxnStatus:
+            txn = self._writer._transaction()
+            status, _ = self._status(txn)
+            if status is not TxnStatus.OPEN:
+                return status
+            expiry = _now_ms() + lease_ms
+            if expiry > max_execution_expiry_ms(self._id):
+                raise PingFailedError(f"{self!r}: a lease of {lease} passes the max execution time "
+                                      f"{self.max_execution_expiry.isoformat()}")
+            txn.commit(None, (), [txn.set_app_version(self._app, encode_state(_OPEN, expiry))])
+            return TxnStatus.OPEN
+
+        return _delta.retrying(attempt, f"ping {self!r}")
+
+    def commit(self, timestamp: datetime | None = None) -> WriteResult:
+        """Make every staged event visible, atomically: one Delta commit appends them at the
+        current segments' tails (contiguously per segment) and removes the staged rows.
+
+        A second commit of a committed transaction is a no-op (``event_count == 0``).
+        ``timestamp`` (optional) is noted as the writer's time at the commit's position, for
+        watermarks (Pravega's ``commit(timestamp)``).
+
+        Raises:
+            TxnFailedError: the transaction was aborted, its lease expired (it is aborted now),
+                or the stream is sealed.
+        """
+        if self._closed is TxnStatus.COMMITTED:
+            return WriteResult(0, 0, None, self._writer._events._manager.tail_stream_cut(
+                self._writer.scope, self._writer.stream))
+        self._check_handle_open()
+        inner = self._writer._events
+        staged_files: list = []
+
+        def guard(txn: _delta.Transaction):
+            status, _ = self._status(txn)
+            if status is TxnStatus.COMMITTED:
+                return None
+            if status is TxnStatus.ABORTED:
+                raise _LeaseExpired() if self._expired_open(txn) else TxnFailedError(
+                    f"{self!r} was aborted; it cannot be committed")
+            staged_files[:] = txn.files_in(EVENTS_PARTITION, [self._partition])
+            return txn.removals(staged_files) + [txn.set_app_version(self._app, encode_state(_COMMITTED, _now_ms()))]
+
+        def staged(txn: _delta.Transaction) -> DataFrame:
+            rows = txn.read_files(staged_files).where(F.col("record_type") == F.lit(RECORD_STAGED))
+            return rows.select("routing_key", "event", F.col("offset").alias("__write"),
+                               F.col("next_offset").alias("__seq"))
+
+        order = [F.col("__write"), F.col("__seq")]
+        try:
+            result = _delta.retrying(lambda: inner._attempt(staged, order, guard), f"commit {self!r}", inner._retry)
+        except _LeaseExpired:
+            self._abort()
+            raise TxnFailedError(f"{self!r}: its lease expired, it was aborted; it cannot be committed") from None
+        except StreamSealedError as exc:
+            raise TxnFailedError(f"{self!r} cannot be committed: {exc}") from None
+        self._closed = TxnStatus.COMMITTED
+        log.info("%r committed: %d events, %d bytes at version %s", self, result.event_count,
+                 result.byte_count, result.version)
+        if timestamp is not None:
+            self._writer._events.note_time(timestamp)
+        return result
+
+    def abort(self) -> None:
+        """Discard the staged events (one Delta commit); a no-op if already aborted.
+
+        Raises:
+            TxnFailedError: the transaction is committed.
+        """
+        self._abort()
+
+    def _abort(self) -> None:
+        def attempt() -> bool:
+            txn = self._writer._transaction()
+            status, _ = self._status(txn)
+            if status is TxnStatus.COMMITTED:
+                raise TxnFailedError(f"{self!r} is committed; it cannot be aborted")
+            if status is TxnStatus.ABORTED and not self._expired_open(txn):
+                return False
+            files = txn.files_in(EVENTS_PARTITION, [self._partition])
+            txn.commit(None, (), txn.removals(files) + [txn.set_app_version(self._app, encode_state(_ABORTED, _now_ms()))])
+            return True
+
+        if _delta.retrying(attempt, f"abort {self!r}"):
+            log.info("%r aborted", self)
+        self._closed = TxnStatus.ABORTED
+
+    def _status(self, txn: _delta.Transaction) -> tuple[TxnStatus, int]:
+        status, ms = decode_state(txn.app_version(self._app), _now_ms())
+        if status is TxnStatus.UNKNOWN:
+            raise TxnNotFoundError(f"{self!r} is unknown (never begun, or forgotten after Delta's "
+                                   "application-version retention)")
+        return status, ms
+
+    def _expired_open(self, txn: _delta.Transaction) -> bool:
+        """Whether the stored state is OPEN (an expired lease, not yet aborted by anyone)."""
+        return (txn.app_version(self._app) & 3) == _OPEN
+
+    def _require_open(self, txn: _delta.Transaction) -> None:
+        status, _ = self._status(txn)
+        if status is not TxnStatus.OPEN:
+            if status is TxnStatus.ABORTED and self._expired_open(txn):
+                raise TxnFailedError(f"{self!r}: its lease expired; it cannot be written to")
+            self._closed = status
+            raise TxnFailedError(f"{self!r} is {status.value}; it cannot be written to")
+
+    def _check_handle_open(self) -> None:
+        if self._closed is not None:
+            raise TxnFailedError(f"{self!r} is {self._closed.value}; the handle is closed")
+
+
+class TransactionalEventStreamWriter:
+    """Begins and resumes transactions on one stream (Pravega's ``TransactionalEventStreamWriter``).
+
+    Created by ``StreamManager.create_transactional_writer``. Committed events carry this
+    writer's ``writer_id``.
+    """
+
+    def __init__(self, manager, scope: str, stream: str, writer_id: str | None = None) -> None:
+        self._events = EventStreamWriter(manager, scope, stream, writer_id)
+        self.scope = scope
+        self.stream = stream
+        self.writer_id = self._events.writer_id
+
+    def __repr__(self) -> str:
+        return f"TransactionalEventStreamWriter({self.scoped_name}, writer_id={self.writer_id!r})"
+
+    @property
+    def scoped_name(self) -> str:
+        return f"{self.scope}/{self.stream}"
+
+    def begin_txn(self, lease: timedelta = DEFAULT_LEASE) -> Transaction:
+        """Begin a transaction (one Delta commit recording it OPEN until ``now + lease``).
+
+        Raises:
+            InvalidConfigError: ``lease`` outside Pravega's bounds [10 s, 600 s].
+            StreamSealedError: the stream is sealed.
+        """
+        lease_ms = check_lease(lease)
+        self._events._manager._active_stream(self.scope, self.stream)
+        now = _now_ms()
+        max_expiry = now + min(MAX_EXECUTION_FACTOR * lease_ms, int(MAX_EXECUTION_TIME / timedelta(milliseconds=1)))
+        handle = Transaction(self, uuid.UUID(new_txn_id(max_expiry)))
+
+        def attempt() -> None:
+            txn = self._transaction()
+            txn.app_version(handle._app)
+            txn.commit(None, (), [txn.set_app_version(handle._app, encode_state(_OPEN, now + lease_ms))])
+
+        _delta.retrying(attempt, f"begin a transaction on {self.scoped_name}")
+        log.info("%s began %r (lease %s)", self.writer_id, handle, lease)
+        return handle
+
+    def get_txn(self, txn_id: str | uuid.UUID) -> Transaction:
+        """A handle on an existing transaction (e.g. begun by another process). A decided
+        transaction's handle is closed: writes and commits raise ``TxnFailedError`` (a commit of a
+        committed one is a no-op).
+
+        Raises:
+            TxnNotFoundError: no such transaction on this stream.
+        """
+        handle = Transaction(self, parse_txn_id(txn_id))
+        status = handle.check_status()
+        if status is TxnStatus.COMMITTED:
+            handle._closed = status
+        return handle
+
+    def close(self) -> None:
+        self._events.close()
+
+    def _transaction(self) -> _delta.Transaction:
+        inner = self._events
+        return _delta.Transaction(inner._session, inner._store.events_path(self.scope, self.stream))
+
+
+def _as_bytes(event) -> bytes:
+    if isinstance(event, str):
+        return event.encode("utf-8")
+    if isinstance(event, (bytes, bytearray)):
+        return bytes(event)
+    from .writer import InvalidEventError
+
+    raise InvalidEventError(f"an event is bytes or str, got {type(event).__name__}")
+
+
+# ---- the timeout job and listings ----------------------------------------------------------------
+def transaction_states(txn: _delta.Transaction, now_ms: int) -> list[dict]:
+    """Every transaction recorded in the events table's log, with its status as of ``now_ms``."""
+    out = []
+    for app_id, (version, updated) in sorted(txn.app_versions(TXN_APP_PREFIX).items()):
+        txn_id = uuid.UUID(app_id[len(TXN_APP_PREFIX):])
+        status, ms = decode_state(version, now_ms)
+        stored_open = (version & 3) == _OPEN
+        out.append({
+            "txn_id": str(txn_id),
+            "status": status.value,
+            "lease_expiry": _from_ms(ms) if stored_open else None,
+            "decision_time": None if stored_open else _from_ms(ms),
+            "max_execution_expiry": _from_ms(max_execution_expiry_ms(txn_id)),
+            "last_updated": _from_ms(updated) if updated is not None else None,
+            "timed_out": stored_open and status is TxnStatus.ABORTED,
+        })
+    return out
+
+
+TRANSACTIONS_DDL = ("txn_id string, status string, lease_expiry timestamp, decision_time timestamp, "
+                    "max_execution_expiry timestamp, last_updated timestamp, timed_out boolean")
+
+
+def abort_timed_out(events_txn_factory, scope: str, stream: str, now_ms: int) -> list[str]:
+    """Abort every transaction of one stream whose lease expired by ``now_ms``, and remove its
+    staged rows: one Delta commit for all of them (retried if a commit or ping races it)."""
+
+    def attempt() -> list[str]:
+        txn = events_txn_factory()
+        expired = [s["txn_id"] for s in transaction_states(txn, now_ms) if s["timed_out"]
+                   or (s["status"] == TxnStatus.OPEN.value and s["lease_expiry"] is not None
+                       and _ms(s["lease_expiry"]) <= now_ms)]
+        if not expired:
+            return []
+        actions = []
+        for txn_id in expired:
+            app = TXN_APP_PREFIX + txn_id
+            txn.app_version(app)  # the fence: a concurrent commit or ping of it fails one of us
+            actions.append(txn.set_app_version(app, encode_state(_ABORTED, now_ms)))
+        files = txn.files_in(EVENTS_PARTITION, [staging_partition(uuid.UUID(t)) for t in expired])
+        txn.commit(None, (), txn.removals(files) + actions)
+        log.info("aborted %d timed-out transactions of %s/%s (%d staged files removed): %s",
+                 len(expired), scope, stream, len(files), expired)
+        return expired
+
+    return _delta.retrying(attempt, f"abort timed-out transactions of {scope}/{stream}")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from pravega_spark.schema import HEADER_SIZE, RECORD_EVENT, RECORD_SEAL, RECORD_TRUNCATE
+from pravega_spark.schema import HEADER_SIZE, RECORD_EVENT, RECORD_SEAL, RECORD_STAGED, RECORD_TRUNCATE
+from pravega_spark.transactions import parse_txn_id, staging_partition
 
 
 def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
@@ -14,7 +15,8 @@ def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
       truncation): ``next = offset + 8 + len``; segments deleted by truncation hold no row;
     - nothing lies beyond a sealed segment's sealed size, which equals its last event's end;
     - every segment with events is a known segment; a seal record exactly for sealed segments;
-    - the stream is ACTIVE or SEALED (no half-finished workflow).
+    - the stream is ACTIVE or SEALED (no half-finished workflow);
+    - staged (transaction) rows exist only in the staging partitions of transactions not decided.
     """
     info = manager.stream_info(scope, stream)
     assert info.state in ("ACTIVE", "SEALED"), info.state
@@ -22,9 +24,14 @@ def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
     head = info.head_stream_cut.positions
     segments = {r.segment_id: r for r in manager.segments(scope, stream).collect()}
     rows = spark.read.format("delta").load(f"{manager.root}/{scope}/{stream}/events").collect()
+    undecided = {staging_partition(parse_txn_id(t.txn_id))
+                 for t in manager.transactions(scope, stream).collect() if t.status == "OPEN" or t.timed_out}
     events = defaultdict(list)
     seals = {}
     for r in rows:
+        if r.record_type == RECORD_STAGED:
+            assert r.segment_id in undecided, f"staged row of a decided or unknown transaction: {r}"
+            continue
         assert r.segment_id in segments, r.segment_id
         assert r.segment_id not in truncation.deleted_segments, f"row of deleted segment {r.segment_id}"
         if r.record_type == RECORD_EVENT:

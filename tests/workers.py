@@ -3,7 +3,10 @@
     python -m tests.workers append --root R --scope S --stream T --writer W --batches B --per-batch N --keys K
     python -m tests.workers scale  --root R --scope S --stream T --scales M
     python -m tests.workers truncate --root R --scope S --stream T --truncations M --pause P
-    python -m tests.workers crash  --root R --scope S --stream T --failpoint NAME --op scale|append|seal|create|delete|truncate
+    python -m tests.workers crash  --root R --scope S --stream T --failpoint NAME --op scale|append|seal|create|delete|truncate|idempotent-append|txn-commit
+    python -m tests.workers txn-commit  --root R --scope S --stream T --txns ID,ID,...
+    python -m tests.workers txn-timeout --root R --scope S --stream T --rounds M
+    python -m tests.workers idempotent-append --root R --scope S --stream T --writer W --number N
 
 A crash run sets PRAVEGA_SPARK_FAILPOINT so the library SIGKILLs the process at that point.
 """
@@ -63,6 +66,36 @@ def run_truncate(m: ps.StreamManager, a) -> None:
         print(f"TRUNCATED {cut.as_text()}", flush=True)
 
 
+def run_txn_commit(m: ps.StreamManager, a) -> None:
+    """Commit each transaction (by id, as another process would); print its outcome."""
+    writer = m.create_transactional_writer(a.scope, a.stream, writer_id="txn-writer")
+    for txn_id in a.txns.split(","):
+        try:
+            result = writer.get_txn(txn_id).commit()
+            print(f"COMMITTED {txn_id} {result.event_count}", flush=True)
+        except ps.TxnFailedError as exc:
+            print(f"FAILED {txn_id} {type(exc).__name__}", flush=True)
+
+
+def run_txn_timeout(m: ps.StreamManager, a) -> None:
+    """The timeout job, with a clock far in the future (every lease has expired)."""
+    from datetime import datetime, timedelta, timezone
+
+    for _ in range(a.rounds):
+        aborted = m.abort_timed_out_transactions(now=datetime.now(timezone.utc) + timedelta(hours=2))
+        for ids in aborted.values():
+            for txn_id in ids:
+                print(f"ABORTED {txn_id}", flush=True)
+
+
+def run_idempotent_append(m: ps.StreamManager, a) -> None:
+    writer = m.create_event_writer(a.scope, a.stream, writer_id=a.writer)
+    df = m.spark.createDataFrame(batch_rows(a.writer, a.number, a.per_batch, a.keys), "routing_key string, event string")
+    print("COMMITTING", flush=True)
+    result = writer.write_events(df, write_number=a.number)
+    print(f"WROTE {a.writer} {a.number} {result.event_count} {result.version}", flush=True)
+
+
 def run_crash(m: ps.StreamManager, a) -> None:
     os.environ["PRAVEGA_SPARK_FAILPOINT"] = a.failpoint
     if a.op == "scale":
@@ -75,6 +108,10 @@ def run_crash(m: ps.StreamManager, a) -> None:
         m.delete_stream(a.scope, a.stream)
     elif a.op == "truncate":
         m.truncate_stream(a.scope, a.stream, ps.StreamCut.from_text(a.cut))
+    elif a.op == "idempotent-append":
+        run_idempotent_append(m, a)
+    elif a.op == "txn-commit":
+        run_txn_commit(m, a)
     elif a.op == "append":
         writer = m.create_event_writer(a.scope, a.stream, writer_id="crasher")
         df = m.spark.createDataFrame(batch_rows("crasher", 0, a.per_batch, a.keys), "routing_key string, event string")
@@ -85,7 +122,8 @@ def run_crash(m: ps.StreamManager, a) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("command", choices=["append", "scale", "truncate", "crash"])
+    p.add_argument("command", choices=["append", "scale", "truncate", "crash", "txn-commit", "txn-timeout",
+                                       "idempotent-append"])
     p.add_argument("--root", required=True)
     p.add_argument("--scope", default="iot")
     p.add_argument("--stream", default="sensors")
@@ -100,9 +138,14 @@ def main(argv=None) -> int:
     p.add_argument("--cut", default="")
     p.add_argument("--failpoint", default="")
     p.add_argument("--op", default="scale")
+    p.add_argument("--txns", default="")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--number", type=int, default=0)
     a = p.parse_args(argv)
     m = ps.StreamManager(ps.spark_session(**CONF), a.root)
-    {"append": run_append, "scale": run_scale, "truncate": run_truncate, "crash": run_crash}[a.command](m, a)
+    {"append": run_append, "scale": run_scale, "truncate": run_truncate, "crash": run_crash,
+     "txn-commit": run_txn_commit, "txn-timeout": run_txn_timeout,
+     "idempotent-append": run_idempotent_append}[a.command](m, a)
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime, timezone
 from pathlib import Path
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -20,3 +21,11 @@ def setup_logging(verbose: bool = False) -> logging.Logger:
 def load_conf(name: str, path: str | None = None) -> dict:
     """Load ``conf/<name>.json`` (or ``path``)."""
     return json.loads(Path(path or CONF_DIR / f"{name}.json").read_text())
+
+
+def parse_now(text: str | None) -> datetime | None:
+    """``--now``: an ISO time (naive = UTC), or None for the wall clock."""
+    if text is None:
+        return None
+    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)

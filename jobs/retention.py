@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pravega_spark as ps
-from jobs._common import load_conf, setup_logging
+from jobs._common import load_conf, parse_now, setup_logging
 
 
 def parse_args(argv):
@@ -39,13 +39,6 @@ def parse_args(argv):
     parser.add_argument("--vacuum", action="store_true", help="VACUUM the visited streams' tables afterwards")
     parser.add_argument("-v", "--verbose", action="store_true")
     return parser.parse_args(argv)
-
-
-def parse_now(text: str | None) -> datetime | None:
-    if text is None:
-        return None
-    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
 def main(argv=None) -> int:

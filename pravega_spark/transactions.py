@@ -103,6 +103,19 @@ def check_lease(lease: timedelta) -> int:
     return int(lease / timedelta(milliseconds=1))
 
 
+def ping_expiry(now_ms: int, lease_ms: int, max_execution_expiry_ms_: int) -> int:
+    """The lease expiry a ping sets (Pravega's ``pingTxn`` rule).
+
+    Raises:
+        PingFailedError: ``now + lease`` passes the max execution time (MAX_EXECUTION_TIME_EXCEEDED).
+    """
+    expiry = now_ms + lease_ms
+    if expiry > max_execution_expiry_ms_:
+        raise PingFailedError(f"a lease until {_from_ms(expiry).isoformat()} passes the transaction's max "
+                              f"execution time {_from_ms(max_execution_expiry_ms_).isoformat()}")
+    return expiry
+
+
 def new_txn_id(max_execution_expiry_ms: int) -> str:
     """A transaction id: a UUID whose top 48 bits are its max execution expiry (epoch ms)."""
     return str(uuid.UUID(int=(max_execution_expiry_ms << _RANDOM_BITS) | secrets.randbits(_RANDOM_BITS)))
@@ -258,10 +271,7 @@ class Transaction:
             status, _ = self._status(txn)
             if status is not TxnStatus.OPEN:
                 return status
-            expiry = _now_ms() + lease_ms
-            if expiry > max_execution_expiry_ms(self._id):
-                raise PingFailedError(f"{self!r}: a lease of {lease} passes the max execution time "
-                                      f"{self.max_execution_expiry.isoformat()}")
+            expiry = ping_expiry(_now_ms(), lease_ms, max_execution_expiry_ms(self._id))
             txn.commit(None, (), [txn.set_app_version(self._app, encode_state(_OPEN, expiry))])
             return TxnStatus.OPEN
 
@@ -468,9 +478,7 @@ def abort_timed_out(events_txn_factory, scope: str, stream: str, now_ms: int) ->
 
     def attempt() -> list[str]:
         txn = events_txn_factory()
-        expired = [s["txn_id"] for s in transaction_states(txn, now_ms) if s["timed_out"]
-                   or (s["status"] == TxnStatus.OPEN.value and s["lease_expiry"] is not None
-                       and _ms(s["lease_expiry"]) <= now_ms)]
+        expired = [s["txn_id"] for s in transaction_states(txn, now_ms) if s["timed_out"]]
         if not expired:
             return []
         actions = []

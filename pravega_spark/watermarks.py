@@ -145,7 +145,8 @@ def complete_cut(bound: Mapping[int, int], previous: Mapping[int, int] | None,
         cut = upper_bound([previous], records, start=cut)
     by_id = {r.segment_id: r for r in records}
     while missing:
-        highest = max((by_id[s].creation_epoch for s in cut), default=0)
+        # (an empty bound, from writers that wrote nothing yet, starts from the current epoch)
+        highest = max((by_id[s].creation_epoch for s in cut), default=max(r.creation_epoch for r in records))
         members = epoch_members(records, highest)
         for lo, hi in missing:
             cut = upper_bound([{s.segment_id: 0 for s in members if s.key_start < hi and s.key_end > lo}],

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from pravega_spark.schema import HEADER_SIZE, RECORD_EVENT, RECORD_SEAL, RECORD_STAGED, RECORD_TRUNCATE
+from pravega_spark.schema import (
+    HEADER_SIZE,
+    RECORD_EVENT,
+    RECORD_SEAL,
+    RECORD_STAGED,
+    RECORD_TRUNCATE,
+)
 from pravega_spark.transactions import parse_txn_id, staging_partition
 
 

@@ -27,3 +27,13 @@ def test_retention_example_runs(spark, tmp_path, capsys):
         exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
     out = capsys.readouterr().out
     assert "kept: 3" in out and "TruncationRecord(complete" in out and "RetentionOutcome(iot/metrics" in out
+
+
+def test_writers_example_runs(spark, tmp_path, capsys):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    namespace = {"root": str(tmp_path / "lake")}
+    for block in blocks[:3]:
+        exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
+    out = capsys.readouterr().out
+    assert "WriteResult(events=0" in out and "TxnStatus.OPEN WriteResult(events=3" in out
+    assert "Watermark([2026-01-01T12:00:00+00:00" in out and "TimeWindow(" in out

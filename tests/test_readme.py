@@ -20,20 +20,14 @@ def test_quick_start_runs(spark, tmp_path, capsys):
     assert not namespace["manager"].check_stream_exists("iot", "sensors")
 
 
-def test_retention_example_runs(spark, tmp_path, capsys):
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    namespace = {"root": str(tmp_path / "lake")}
-    for block in blocks[:2]:
-        exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
-    out = capsys.readouterr().out
-    assert "kept: 3" in out and "TruncationRecord(complete" in out and "RetentionOutcome(iot/metrics" in out
-
-
-def test_writers_example_runs(spark, tmp_path, capsys):
+def test_retention_and_writers_examples_run(spark, tmp_path, capsys):
+    """The truncation/retention and writers sections, run after the quick start (they use its
+    names), in one go: each section costs minutes of Delta commits on 2 cores."""
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
     namespace = {"root": str(tmp_path / "lake")}
     for block in blocks[:3]:
         exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
     out = capsys.readouterr().out
+    assert "kept: 3" in out and "TruncationRecord(complete" in out and "RetentionOutcome(iot/metrics" in out
     assert "WriteResult(events=0" in out and "TxnStatus.OPEN WriteResult(events=3" in out
     assert "Watermark([2026-01-01T12:00:00+00:00" in out and "TimeWindow(" in out

@@ -291,6 +291,11 @@ class Transaction:
         return f"Transaction({self.path}, read_version={self.read_version})"
 
     @property
+    def table_id(self) -> str:
+        """The snapshot's table id (a table deleted and created again gets a new one)."""
+        return str(self._txn.snapshot().metadata().id())
+
+    @property
     def read_version(self) -> int:
         """The table version this transaction read (-1 for a table with no commit)."""
         return int(self._txn.readVersion())
@@ -393,6 +398,47 @@ class Transaction:
         predicate = parser.parseExpression(f"{column} IN ({', '.join(str(int(v)) for v in values)})")
         files = self._txn.filterFiles(self._seq([predicate]), False)
         return [files.apply(i) for i in range(files.size())]
+
+    def partition_files_since(self, column: str, values: list[int], after_version: int,
+                              limit: int | None = None) -> tuple[list, bool] | None:
+        """The files added to (and not removed from) these partitions by the commits after
+        ``after_version`` up to this snapshot, read from the JSON log (no Spark job), and whether
+        any commit there removed a file of them or changed the table's metadata. None if the log
+        no longer has those commits, or there are more than ``limit`` of them.
+
+        Not a dependency by itself: call ``track_partitions`` to be fenced on the partitions.
+        """
+        if limit is not None and self.read_version - after_version > limit:
+            return None
+        if self.read_version <= after_version:
+            return [], False
+        wanted = {str(int(v)) for v in values}
+        added: dict[str, object] = {}
+        touched = False
+        try:
+            changes = self._txn.deltaLog().getChanges(after_version + 1, self.read_version,
+                                                      self._jvm.scala.Option.empty(), True)
+            while changes.hasNext():
+                actions = changes.next()._2()
+                for i in range(actions.size()):
+                    action = actions.apply(i)
+                    kind = action.getClass().getSimpleName()
+                    if kind in ("Metadata", "Protocol"):
+                        touched = True
+                    if kind not in ("AddFile", "RemoveFile"):
+                        continue
+                    part = action.partitionValues().get(column)
+                    if not part.isDefined() or part.get() not in wanted:
+                        continue
+                    if kind == "AddFile":
+                        added[action.path()] = action
+                    else:
+                        touched = True
+                        added.pop(action.path(), None)
+        except Exception as exc:  # noqa: BLE001 - e.g. log files already cleaned up
+            log.debug("log replay after version %d failed (%s); falling back", after_version, exc)
+            return None
+        return list(added.values()), touched
 
     def read_files(self, files: list) -> DataFrame:
         """The rows of ``files`` (from ``files_in``) as a DataFrame of the table's schema."""

@@ -62,7 +62,9 @@ MAX_EXECUTION_TIME = timedelta(days=1)
 MAX_EXECUTION_FACTOR = 1000
 
 _OPEN, _COMMITTED, _ABORTED = 0, 1, 2
-_RANDOM_BITS = 80
+_RANDOM_BITS = 80  # below the max execution expiry: the begin version and a nonce
+_VERSION_BITS = 40
+_NONCE_BITS = 40
 
 
 class TxnStatus(str, Enum):
@@ -116,9 +118,19 @@ def ping_expiry(now_ms: int, lease_ms: int, max_execution_expiry_ms_: int) -> in
     return expiry
 
 
-def new_txn_id(max_execution_expiry_ms: int) -> str:
-    """A transaction id: a UUID whose top 48 bits are its max execution expiry (epoch ms)."""
-    return str(uuid.UUID(int=(max_execution_expiry_ms << _RANDOM_BITS) | secrets.randbits(_RANDOM_BITS)))
+def new_txn_id(max_execution_expiry_ms: int, begin_version: int | None = None) -> str:
+    """A transaction id: a UUID made of its max execution expiry (epoch ms, top 48 bits), the
+    events table version it began after (+1, 40 bits; 0 = unknown) and 40 random bits."""
+    version = 0 if begin_version is None or begin_version + 1 >= 1 << _VERSION_BITS else begin_version + 1
+    return str(uuid.UUID(int=(max_execution_expiry_ms << _RANDOM_BITS) | (version << _NONCE_BITS)
+                         | secrets.randbits(_NONCE_BITS)))
+
+
+def begin_version(txn_id: uuid.UUID) -> int | None:
+    """The events table version the transaction began after: its staged files were all added
+    by later commits (None if not recorded)."""
+    version = (txn_id.int >> _NONCE_BITS) & ((1 << _VERSION_BITS) - 1)
+    return version - 1 if version else None
 
 
 def parse_txn_id(txn_id: str | uuid.UUID) -> uuid.UUID:
@@ -303,7 +315,7 @@ class Transaction:
             if status is TxnStatus.ABORTED:
                 raise _LeaseExpired() if self._expired_open(txn) else TxnFailedError(
                     f"{self!r} was aborted; it cannot be committed")
-            staged_files[:] = txn.files_in(EVENTS_PARTITION, [self._partition])
+            staged_files[:] = self._staged_files(txn)
             return txn.removals(staged_files) + [txn.set_app_version(self._app, encode_state(_COMMITTED, _now_ms()))]
 
         def staged(txn: _delta.Transaction) -> DataFrame:
@@ -342,13 +354,24 @@ class Transaction:
                 raise TxnFailedError(f"{self!r} is committed; it cannot be aborted")
             if status is TxnStatus.ABORTED and not self._expired_open(txn):
                 return False
-            files = txn.files_in(EVENTS_PARTITION, [self._partition])
+            files = self._staged_files(txn)
             txn.commit(None, (), txn.removals(files) + [txn.set_app_version(self._app, encode_state(_ABORTED, _now_ms()))])
             return True
 
         if _delta.retrying(attempt, f"abort {self!r}"):
             log.info("%r aborted", self)
         self._closed = TxnStatus.ABORTED
+
+    def _staged_files(self, txn: _delta.Transaction) -> list:
+        """The staging partition's files in ``txn``'s snapshot, which ``txn`` now depends on (a
+        concurrent staged write makes it fail). Replayed from the JSON log since the begin
+        version (no Spark job); from the snapshot's file list if that log is gone."""
+        start = begin_version(self._id)
+        listed = None if start is None else txn.partition_files_since(EVENTS_PARTITION, [self._partition], start)
+        if listed is None:
+            return txn.files_in(EVENTS_PARTITION, [self._partition])
+        txn.track_partitions(EVENTS_PARTITION, [self._partition])
+        return listed[0]
 
     def _status(self, txn: _delta.Transaction) -> tuple[TxnStatus, int]:
         status, ms = decode_state(txn.app_version(self._app), _now_ms())
@@ -405,14 +428,15 @@ class TransactionalEventStreamWriter:
         self._events._manager._active_stream(self.scope, self.stream)
         now = _now_ms()
         max_expiry = now + min(MAX_EXECUTION_FACTOR * lease_ms, int(MAX_EXECUTION_TIME / timedelta(milliseconds=1)))
-        handle = Transaction(self, uuid.UUID(new_txn_id(max_expiry)))
 
-        def attempt() -> None:
+        def attempt() -> Transaction:
             txn = self._transaction()
+            handle = Transaction(self, uuid.UUID(new_txn_id(max_expiry, txn.read_version)))
             txn.app_version(handle._app)
             txn.commit(None, (), [txn.set_app_version(handle._app, encode_state(_OPEN, now + lease_ms))])
+            return handle
 
-        _delta.retrying(attempt, f"begin a transaction on {self.scoped_name}")
+        handle = _delta.retrying(attempt, f"begin a transaction on {self.scoped_name}")
         log.info("%s began %r (lease %s)", self.writer_id, handle, lease)
         return handle
 

@@ -49,6 +49,9 @@ WRITER_CONF = {
     CRC_APP_VERSIONS_CONF: CRC_APP_VERSIONS,
 }
 
+# How many commits after its own a writer replays from the log to keep using its known tails.
+HINT_REPLAY_LIMIT = 50
+
 # The application id under which a writer's write numbers are recorded in the events table's log.
 WRITER_APP_PREFIX = "pravega-writer/"
 
@@ -103,9 +106,9 @@ class EventStreamWriter:
         for key, value in WRITER_CONF.items():
             self._session.conf.set(key, value)
         self._retry = retry or _delta.RetryPolicy(attempts=40, max_backoff=3.0)
-        # open segments and tails after our last commit, and its version: exact while the events
-        # table is still at that version (checked against each new transaction's snapshot)
-        self._hint: tuple[list[SegmentRecord], dict[int, int], int] | None = None
+        # open segments and tails after our last commit, its version and the table's id: exact
+        # while no later commit touched those segments (checked against each new snapshot)
+        self._hint: tuple[list[SegmentRecord], dict[int, int], int, str] | None = None
         # the end of this writer's latest write in each segment it wrote (watermarks)
         self._position: dict[int, int] = {}
         self._last_noted: datetime | None = None
@@ -222,8 +225,15 @@ class EventStreamWriter:
 
     def _open_segments(self, txn: _delta.Transaction) -> tuple[list[SegmentRecord], dict[int, int]]:
         """The open segments and their tails as of ``txn``'s snapshot of the events table."""
-        if self._hint is not None and self._hint[2] == txn.read_version:
-            return self._hint[0], self._hint[1]  # nothing was committed since our own last write
+        if self._hint is not None and self._hint[3] == txn.table_id and self._hint[2] <= txn.read_version:
+            segments, tails, version, _ = self._hint
+            if version == txn.read_version:
+                return segments, tails  # nothing was committed since our own last write
+            # later commits that touched none of these segments (transaction steps, appends to
+            # other streams' ... ) leave the tails exact; a seal, truncation or append would show
+            later = txn.partition_files_since(EVENTS_PARTITION, list(tails), version, limit=HINT_REPLAY_LIMIT)
+            if later is not None and not later[0] and not later[1]:
+                return segments, tails
         record = self._manager._active_stream(self.scope, self.stream)
         records = self._store.segment_records(self.scope, self.stream)
         current = epoch_members(records, record.current_epoch)
@@ -289,7 +299,7 @@ class EventStreamWriter:
             self._raise_event_error(exc)
             raise
         if not files and not extra:
-            self._hint = (segments, tails, txn.read_version)
+            self._hint = (segments, tails, txn.read_version, txn.table_id)
             return WriteResult(0, 0, None, StreamCut(self.scoped_name, tails))
         version = txn.commit(actions, (EVENTS_PARTITION,), extra)
         failpoint("append:after_commit")
@@ -300,7 +310,7 @@ class EventStreamWriter:
             sid = int(f.partition[EVENTS_PARTITION])
             lengths[sid] = max(lengths[sid], int(f.max_values["next_offset"]))
         written = {sid: lengths[sid] - tails[sid] for sid in tails if lengths[sid] != tails[sid]}
-        self._hint = (segments, lengths, version)
+        self._hint = (segments, lengths, version, txn.table_id)
         self._position = {sid: off for sid, off in self._position.items() if sid in tails}
         self._position.update({sid: lengths[sid] for sid in written})
         result = WriteResult(sum(f.num_records for f in files), sum(written.values()), version,

@@ -14,6 +14,7 @@ import pytest
 import pravega_spark as ps
 from pravega_spark.schema import RECORD_STAGED
 from pravega_spark.transactions import (
+    begin_version,
     decode_state,
     encode_state,
     max_execution_expiry_ms,
@@ -42,9 +43,11 @@ def _visible(manager):
 
 
 # ---- pure rules ----------------------------------------------------------------------------------
-def test_txn_ids_carry_their_max_execution_time_and_a_staging_partition():
-    txn_id = uuid.UUID(new_txn_id(1_800_000_000_123))
+def test_txn_ids_carry_their_max_execution_time_begin_version_and_a_staging_partition():
+    txn_id = uuid.UUID(new_txn_id(1_800_000_000_123, begin_version=41))
     assert max_execution_expiry_ms(txn_id) == 1_800_000_000_123
+    assert begin_version(txn_id) == 41
+    assert begin_version(uuid.UUID(new_txn_id(1_800_000_000_123))) is None
     assert staging_partition(txn_id) < 0
     assert staging_partition(txn_id) != staging_partition(uuid.UUID(new_txn_id(1_800_000_000_123)))
 

@@ -112,7 +112,7 @@ def test_commit_is_atomic_contiguous_and_ordered_like_pravega(spark, root, manag
     assert listed == {txn.txn_id: "COMMITTED"}
 
 
-def test_abort_timeout_job_and_errors_leave_nothing_visible(spark, root, manager, stream2):
+def test_abort_timeout_job_and_errors_leave_nothing_visible(spark, root, manager, stream2, capsys):
     writer = manager.create_transactional_writer("iot", "sensors", writer_id="tx")
     aborted, expiring, open_ = (writer.begin_txn(lease) for lease in (LEASE, timedelta(seconds=10), timedelta(seconds=600)))
     for i, txn in enumerate((aborted, expiring, open_)):
@@ -125,9 +125,11 @@ def test_abort_timeout_job_and_errors_leave_nothing_visible(spark, root, manager
     with pytest.raises(ps.TxnFailedError):
         writer.get_txn(aborted.txn_id).write_event(b"x", routing_key="key-0")
 
-    # the job, with a clock past the 10 s lease but not the 600 s one
-    done = manager.abort_timed_out_transactions(now=datetime.now(timezone.utc) + timedelta(seconds=30))
-    assert done == {"iot/sensors": [expiring.txn_id]}
+    # the job (jobs/transactions.py), with a clock past the 10 s lease but not the 600 s one
+    from jobs import transactions as job
+
+    assert job.main(["--root", root, "--now", (datetime.now(timezone.utc) + timedelta(seconds=30)).isoformat()]) == 0
+    assert "1 timed-out transactions aborted in 1 streams" in capsys.readouterr().out
     assert manager.abort_timed_out_transactions(now=datetime.now(timezone.utc) + timedelta(seconds=30)) == {}
     assert expiring.check_status() is ps.TxnStatus.ABORTED
     with pytest.raises(ps.TxnFailedError):

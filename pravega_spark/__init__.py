@@ -20,6 +20,8 @@ from .errors import (
     InvalidScaleError,
     InvalidStreamCutError,
     InvalidWriterMarkError,
+    LargeEventFailedError,
+    NoSuchEventError,
     PingFailedError,
     PravegaSparkError,
     RetriesExhaustedError,
@@ -37,6 +39,7 @@ from .errors import (
     TxnFailedError,
     TxnNotFoundError,
 )
+from .large_events import EventPointer, LargeEventReader, LargeEventWriter, TransientCleanup
 from .routing import key_position
 from .schema import MAX_EVENT_SIZE, MAX_LARGE_EVENT_SIZE
 from .segments import SegmentRecord
@@ -60,4 +63,6 @@ __all__ = [
     "TruncatedDataError", "TruncationRecord", "TxnFailedError", "WriteResult", "key_position", "spark_session",
     "InvalidWriterMarkError", "PingFailedError", "TimeWindow", "Transaction", "TransactionalEventStreamWriter",
     "TxnNotFoundError", "TxnStatus", "Watermark", "WriterMark",
+    "EventPointer", "LargeEventFailedError", "LargeEventReader", "LargeEventWriter", "NoSuchEventError",
+    "TransientCleanup",
 ]

@@ -399,6 +399,16 @@ class Transaction:
         files = self._txn.filterFiles(self._seq([predicate]), False)
         return [files.apply(i) for i in range(files.size())]
 
+    def files_where(self, predicate: str | None) -> list:
+        """The snapshot's files whose partition values satisfy ``predicate`` (SQL; None: all),
+        read (and so fenced) by this transaction."""
+        if predicate is None:
+            files = self._txn.filterFiles()
+        else:
+            parsed = self.spark._jsparkSession.sessionState().sqlParser().parseExpression(predicate)
+            files = self._txn.filterFiles(self._seq([parsed]), False)
+        return [files.apply(i) for i in range(files.size())]
+
     def partition_files_since(self, column: str, values: list[int], after_version: int,
                               limit: int | None = None) -> tuple[list, bool] | None:
         """The files added to (and not removed from) these partitions by the commits after

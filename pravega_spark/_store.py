@@ -36,6 +36,10 @@ from .schema import (
     SUBSCRIBERS_SCHEMA,
     SUBSCRIBERS_TABLE,
     SYSTEM_DIR,
+    TRANSIENT_PARTITION,
+    TRANSIENT_PROPERTIES,
+    TRANSIENT_SCHEMA,
+    TRANSIENT_TABLE,
 )
 from .segments import SegmentRecord
 from .stream import StreamRecord
@@ -82,6 +86,7 @@ class Store:
         # (segment, offset) pairs known to be event boundaries, per events table id: a fact that
         # never changes once true, so each is checked against the data once per process
         self._boundaries: dict[str, set[tuple[int, int]]] = {}
+        self._transient_tables: set[str] = set()
 
     def _cached(self, path: str, key: tuple, load):
         """``load(version)`` for the table's latest version, reusing the last result if the table
@@ -117,6 +122,17 @@ class Store:
 
     def subscribers_path(self, scope: str, stream: str) -> str:
         return f"{self.stream_dir(scope, stream)}/{SUBSCRIBERS_TABLE}"
+
+    def transient_path(self, scope: str, stream: str) -> str:
+        return f"{self.stream_dir(scope, stream)}/{TRANSIENT_TABLE}"
+
+    def ensure_transient_table(self, scope: str, stream: str) -> str:
+        """The stream's transient table (large events being written), created on first use."""
+        path = self.transient_path(scope, stream)
+        if path not in self._transient_tables:
+            _delta.create_table(self.spark, path, TRANSIENT_SCHEMA, (TRANSIENT_PARTITION,), TRANSIENT_PROPERTIES)
+            self._transient_tables.add(path)
+        return path
 
     def ensure_system_tables(self) -> None:
         for path, schema, parts in ((self.scopes_path, SCOPES_SCHEMA, ()),
@@ -288,7 +304,7 @@ class Store:
             if todo:
                 now = utc_now()
                 markers = self.spark.createDataFrame(
-                    [(sid, size, size, RECORD_SEAL, None, None, None, now) for sid, size in todo.items()],
+                    [(sid, size, size, RECORD_SEAL, None, None, None, now, None) for sid, size in todo.items()],
                     EVENTS_SCHEMA)
                 outcome = _delta.merge(self.spark, path, markers, self.append_guard(todo))
                 if outcome.inserted != len(todo):
@@ -313,7 +329,7 @@ class Store:
                    .where(F.col("segment_id").isin(list(starts)) & (F.col("record_type") == RECORD_TRUNCATE))
                    .select("segment_id", "offset").collect()}
         now = utc_now()
-        rows = [(sid, off, off, RECORD_TRUNCATE, None, None, None, now)
+        rows = [(sid, off, off, RECORD_TRUNCATE, None, None, None, now, None)
                 for sid, off in sorted(starts.items()) if (sid, off) not in present]
         if rows:
             (self.spark.createDataFrame(rows, EVENTS_SCHEMA).write.format("delta").mode("append")

@@ -93,6 +93,15 @@ class InvalidWriterMarkError(PravegaSparkError, ValueError):
     """A writer's noted time or position went backwards (Pravega: INVALID_TIME / INVALID_POSITION)."""
 
 
+class LargeEventFailedError(PravegaSparkError):
+    """A large event could not be committed: it was aborted (e.g. by the clean-up of idle
+    transient data) or its staged chunks are gone."""
+
+
+class NoSuchEventError(PravegaSparkError, LookupError):
+    """No (complete) event starts at the pointer (Pravega: ``NoSuchEventException``)."""
+
+
 class SubscriberNotFoundError(PravegaSparkError, LookupError):
     """The subscriber is not registered on the stream."""
 

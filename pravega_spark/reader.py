@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .errors import InvalidStreamCutError, TruncatedDataError
-from .schema import READ_COLUMNS, RECORD_EVENT
+from .schema import CHUNK_TYPES, READ_COLUMNS, RECORD_CHUNK, RECORD_EVENT
 from .segments import SegmentRecord
 from .stream_cut import StreamCut, segments_between, stream_cut_equal_or_after
 
@@ -55,8 +55,8 @@ def segment_ranges(start: StreamCut, end: StreamCut,
 
 
 def filter_segment_ranges(events: DataFrame, *, ranges: Sequence[SegmentRange]) -> DataFrame:
-    """Keeps the events (not control records) inside ``ranges``."""
-    events = events.where(F.col("record_type") == F.lit(RECORD_EVENT))
+    """Keeps the events and large-event chunks (not control records) inside ``ranges``."""
+    events = events.where(F.col("record_type").isin(RECORD_EVENT, *CHUNK_TYPES))
     if not ranges:
         return events.where(F.lit(False))
     ids = F.col("segment_id").isin([r.segment_id for r in ranges])
@@ -90,6 +90,7 @@ def event_boundary_checker(events: DataFrame,
 
     One query: an offset is a boundary if it is 0, an event starts there, or an event (or the
     seal record, at the sealed size) ends there. So a boundary is never beyond the segment's end.
+    Inside a large event only its first chunk's offset and its last chunk's end are boundaries.
     """
     wanted = sorted((s, o) for s, o in positions if o > 0)
     found: set[tuple[int, int]] = set()
@@ -99,8 +100,10 @@ def event_boundary_checker(events: DataFrame,
             c = (F.col("segment_id") == F.lit(s)) & ((F.col("offset") == F.lit(o)) | (F.col("next_offset") == F.lit(o)))
             cond = c if cond is None else cond | c
         rows = (events.where(F.col("segment_id").isin([s for s, _ in wanted])).where(cond)
-                .select("segment_id", "offset", "next_offset").collect())
+                .select("segment_id", "offset", "next_offset", "record_type", "event_offset").collect())
         for r in rows:
-            found.add((r[0], r[1]))
-            found.add((r[0], r[2]))
+            if r[3] not in CHUNK_TYPES or r[1] == r[4]:  # a large event starts at its first chunk
+                found.add((r[0], r[1]))
+            if r[3] != RECORD_CHUNK:  # ... and ends at its last
+                found.add((r[0], r[2]))
     return lambda segment, offset: offset <= 0 or (segment, offset) in found

@@ -8,6 +8,7 @@ Layout of a store (``root``)::
     root/<scope>/<stream>/events      the stream's data (partitioned by segment_id)
     root/<scope>/<stream>/retention_set   periodic tail cuts with recording time and size
     root/<scope>/<stream>/subscribers     consumption-based retention: each subscriber's cut
+    root/<scope>/<stream>/transient       chunks of large events being written (created on first use)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ SEGMENTS_TABLE = "segments"
 EVENTS_TABLE = "events"
 RETENTION_SET_TABLE = "retention_set"
 SUBSCRIBERS_TABLE = "subscribers"
+TRANSIENT_TABLE = "transient"
 
 # Pravega frames each event with an 8-byte header (int32 type + int32 length).
 HEADER_SIZE = 8
@@ -50,6 +52,13 @@ RECORD_TRUNCATE = -1
 # negative segment_id): offset = the staging commit's read version, next_offset = its rank in that
 # write. Never read as an event; moved into the segments by the commit (see transactions.py).
 RECORD_STAGED = -2
+# A large event is several CHUNK rows, contiguous in one segment: the first (offset =
+# event_offset) carries the event's 8-byte header in its framing (next_offset = offset + 8 + len),
+# the others only their bytes (next_offset = offset + len); the last is a CHUNK_END row. Only the
+# first chunk's offset and the last one's next_offset are event boundaries (see large_events.py).
+RECORD_CHUNK = -3
+RECORD_CHUNK_END = -4
+CHUNK_TYPES = (RECORD_CHUNK, RECORD_CHUNK_END)
 
 # Stream states, as Pravega's State enum.
 CREATING = "CREATING"
@@ -114,16 +123,41 @@ EVENTS_SCHEMA = StructType([
     StructField("event", BinaryType(), True),
     StructField("writer_id", StringType(), True),
     StructField("write_time", TimestampType(), False),
+    # for a chunk row of a large event: the offset of the event (its first chunk); else null
+    StructField("event_offset", LongType(), True),
 ])
 
 EVENTS_PARTITION = "segment_id"
 # File statistics on the columns that tails, seals, cuts and times are read from (and that data
 # skipping uses); none on the payload or the routing key, which would only slow every write.
 EVENTS_PROPERTIES = {
-    "delta.dataSkippingStatsColumns": "offset,next_offset,record_type,write_time",
+    "delta.dataSkippingStatsColumns": "offset,next_offset,record_type,write_time,event_offset",
     # truncation must really remove bytes: a DELETE rewrites files rather than hiding rows
     # behind deletion vectors (on by default for new tables on Databricks)
     "delta.enableDeletionVectors": "false",
+    # every append, transaction step and seal is a commit: checkpoint every 100 commits rather
+    # than 10 (a checkpoint costs seconds; writers read tails and application versions from the
+    # log and checksum files, not from a checkpoint)
+    "delta.checkpointInterval": "100",
+}
+
+# The transient area of large events (Pravega's transient segments): one partition per large event
+# being written, one row (and file) per staged chunk. ``position`` is the chunk's first byte in the
+# event's payload; ``key_position`` the event's key-space position, fixed when it was started.
+TRANSIENT_PARTITION = "transient_id"
+TRANSIENT_SCHEMA = StructType([
+    StructField("transient_id", StringType(), False),
+    StructField("writer_id", StringType(), False),
+    StructField("routing_key", StringType(), True),
+    StructField("key_position", DoubleType(), False),
+    StructField("position", LongType(), False),
+    StructField("event", BinaryType(), False),
+    StructField("stage_time", TimestampType(), False),
+])
+TRANSIENT_PROPERTIES = {
+    "delta.dataSkippingStatsColumns": "position,stage_time",
+    # one commit per staged chunk (128 per GiB): checkpoint rarely, the table stays tiny
+    "delta.checkpointInterval": "100",
 }
 
 RETENTION_SET_SCHEMA = StructType([

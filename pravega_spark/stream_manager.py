@@ -34,9 +34,19 @@ from .errors import (
     StreamSealedError,
     SubscriberNotFoundError,
 )
+from .large_events import assemble_large_events
 from .names import validate_scope_name, validate_stream_name
 from .scaling import EpochTransition, apply_transition, plan_scale
-from .schema import ACTIVE, CREATING, SCALING, SEALED, SEALING, TRUNCATING
+from .schema import (
+    ACTIVE,
+    CREATING,
+    RECORD_CHUNK_END,
+    RECORD_EVENT,
+    SCALING,
+    SEALED,
+    SEALING,
+    TRUNCATING,
+)
 from .segments import (
     SegmentRecord,
     active_segments,
@@ -390,7 +400,8 @@ class StreamManager:
         members = epoch_members(records, epoch)
         ids = [s.segment_id for s in members]
         rows = (self._store.events(scope, stream).where(F.col("segment_id").isin(ids))
-                .where(F.col("write_time") <= F.lit(at)).where("record_type = 0")
+                .where(F.col("write_time") <= F.lit(at))
+                .where(F.col("record_type").isin(RECORD_EVENT, RECORD_CHUNK_END))
                 .groupBy("segment_id").agg(F.max("next_offset").alias("tail")).collect())
         found = {r["segment_id"]: int(r["tail"]) for r in rows}
         cut = StreamCut(record.scoped_name, {sid: found.get(sid, 0) for sid in ids})
@@ -638,6 +649,7 @@ class StreamManager:
         ranges = reader.segment_ranges(start_cut, end_cut, records)
         return (self._store.events(scope, stream, version)
                 .transform(reader.filter_segment_ranges, ranges=ranges)
+                .transform(assemble_large_events)
                 .transform(reader.select_read_columns, scope=scope, stream=stream))
 
     # ---- writers -----------------------------------------------------------------------------
@@ -696,6 +708,66 @@ class StreamManager:
                 continue
             if aborted:
                 out[f"{s}/{t}"] = aborted
+        return out
+
+    # ---- large events ------------------------------------------------------------------------
+    def open_event(self, pointer, window_chunks: int | None = None):  # -> LargeEventReader
+        """A readable binary file streaming one event (large or not) chunk by chunk.
+
+        Args:
+            pointer: an ``EventPointer``, its text form, or a ``read_events`` row (scope, stream,
+                segment_id, offset).
+            window_chunks: chunks fetched per Spark job (default 8: the JVM holds that many).
+
+        Example:
+            >>> row = manager.read_events("iot", "cams").select("scope", "stream", "segment_id", "offset").first()  # doctest: +SKIP
+            >>> with manager.open_event(row) as event:  # doctest: +SKIP
+            ...     shutil.copyfileobj(event, out_file)
+
+        Raises:
+            NoSuchEventError: no complete event starts there.
+            TruncatedDataError: the pointer is below the stream's head.
+        """
+        from .large_events import READ_WINDOW_CHUNKS, EventPointer, LargeEventReader
+
+        if isinstance(pointer, str):
+            pointer = EventPointer.from_text(pointer)
+        elif not isinstance(pointer, EventPointer):
+            pointer = EventPointer.from_row(pointer)
+        scope, stream = pointer.scope_and_stream
+        self._settled(scope, stream)
+        return LargeEventReader(self, pointer, window_chunks or READ_WINDOW_CHUNKS)
+
+    def transient_data(self, scope: str, stream: str) -> DataFrame:
+        """The large events being written (staged, not committed or aborted yet): one row per
+        transient id with its writer, routing key, chunks, bytes and first/last staging time."""
+        self._stream(scope, stream)
+        path = self._store.ensure_transient_table(scope, stream)
+        return (_delta.read(self.spark, path).groupBy("transient_id", "writer_id", "routing_key")
+                .agg(F.count(F.lit(1)).alias("chunks"), F.sum(F.length("event")).alias("bytes"),
+                     F.min("stage_time").alias("first_staged"), F.max("stage_time").alias("last_staged")))
+
+    def clean_transient_data(self, scope: str | None = None, stream: str | None = None,
+                             now: datetime | None = None, idle_timeout: timedelta | None = None) -> dict:
+        """Abort the large events nobody staged a chunk of for ``idle_timeout`` (default 10
+        minutes) and remove their staged data (what ``jobs/large_events.py`` runs). Safe against a
+        concurrent commit of the same event: it ends either committed or aborted.
+
+        Returns:
+            ``{"scope/stream": TransientCleanup}`` for the streams where something was removed.
+        """
+        from .large_events import DEFAULT_IDLE_TIMEOUT, clean_transient
+
+        if idle_timeout is not None and (not isinstance(idle_timeout, timedelta) or idle_timeout < timedelta(0)):
+            raise InvalidConfigError(f"idle_timeout must be a non-negative timedelta, got {idle_timeout!r}")
+        now = _as_utc(now) if now is not None else datetime.now(timezone.utc)
+        out = {}
+        for s, t in self._stream_names(scope, stream):
+            done = clean_transient(self, s, t, now, idle_timeout or DEFAULT_IDLE_TIMEOUT)
+            if done.removed:
+                log.info("transient data of %s/%s: %d large events removed (%d aborted), %d files, %d bytes",
+                         s, t, len(done.removed), len(done.aborted), done.files, done.bytes)
+                out[f"{s}/{t}"] = done
         return out
 
     # ---- watermarks --------------------------------------------------------------------------
@@ -763,9 +835,9 @@ class StreamManager:
         for row in streams.select("scope", "stream").collect():
             for path in (self._store.segments_path(row[0], row[1]), self._store.events_path(row[0], row[1]),
                          self._store.retention_set_path(row[0], row[1]), self._store.subscribers_path(row[0], row[1]),
-                         *_watermark_paths(self, row[0], row[1])):
+                         self._store.transient_path(row[0], row[1]), *_watermark_paths(self, row[0], row[1])):
                 if not _delta.is_table(self.spark, path):
-                    continue  # created on first use (watermarks)
+                    continue  # created on first use (transient, watermarks)
                 _delta.vacuum(self.spark, path, hours)
                 done.append(path)
         log.info("vacuum: %d tables", len(done))

@@ -48,7 +48,7 @@ from .errors import (
 )
 from .routing import with_event_checks
 from .schema import EVENTS_PARTITION, RECORD_STAGED
-from .writer import EventStreamWriter, WriteResult
+from .writer import EventStreamWriter, WriteResult, events_table_rows
 
 log = logging.getLogger("pravega_spark")
 
@@ -246,7 +246,8 @@ class Transaction:
                           rank.cast("long").alias("next_offset"),
                           F.lit(RECORD_STAGED).alias("record_type"), "routing_key", "event",
                           F.lit(self._writer.writer_id).alias("writer_id"),
-                          F.current_timestamp().alias("write_time")))
+                          F.current_timestamp().alias("write_time"))
+                  .transform(events_table_rows))
         try:
             actions, files = txn.write(staged, (EVENTS_PARTITION,))
         except Exception as exc:  # noqa: BLE001 - a failed payload check surfaces as a Spark error

@@ -172,6 +172,27 @@ class EventStreamWriter:
         return _delta.retrying(lambda: self._attempt(events, order, guard), f"append to {self.scoped_name}",
                                self._retry)
 
+    def stream_event(self, routing_key: str | None = None, chunk_size: int | None = None):
+        """Start a large event (up to 1 GiB): a writable binary file, committed as one event.
+
+        Chunks of ``chunk_size`` bytes (default and maximum 8 MiB) are staged durably as they
+        fill, so memory holds about one chunk; ``commit()`` appends the whole event atomically,
+        contiguously, at the tail of the segment owning ``routing_key`` at that time;
+        ``close()`` without ``commit()`` discards it. An event of at most 8 MiB is written as a
+        regular event. See ``large_events.LargeEventWriter``.
+
+        Example:
+            >>> with writer.stream_event(routing_key="cam-1") as event:  # doctest: +SKIP
+            ...     shutil.copyfileobj(video_file, event)
+            ...     event.commit()
+
+        Raises:
+            InvalidConfigError: ``chunk_size`` is not in ``[1024, 8 MiB]``.
+        """
+        from .large_events import DEFAULT_CHUNK_SIZE, LargeEventWriter
+
+        return LargeEventWriter(self, routing_key, DEFAULT_CHUNK_SIZE if chunk_size is None else chunk_size)
+
     @property
     def position(self) -> dict[int, int]:
         """The end of this writer's latest write in each segment it wrote (what ``note_time``
@@ -289,9 +310,7 @@ class EventStreamWriter:
                             F.lit(RECORD_EVENT).alias("record_type"), "routing_key", "event",
                             F.lit(self.writer_id).alias("writer_id"),
                             F.current_timestamp().alias("write_time")))
-        prepared = prepared.select(*[
-            F.col(f.name) if prepared.schema[f.name].dataType == f.dataType else F.col(f.name).cast(f.dataType)
-            for f in EVENTS_SCHEMA.fields])  # no cast on segment_id: the write keeps the window's order
+        prepared = events_table_rows(prepared)  # no cast on segment_id: the write keeps the window's order
         failpoint("append:before_commit")
         try:
             actions, files = txn.write(prepared, (EVENTS_PARTITION,))
@@ -336,6 +355,16 @@ def check_write_number(write_number: int | None) -> int | None:
     if isinstance(write_number, bool) or not isinstance(write_number, int) or write_number < 0:
         raise InvalidConfigError(f"write_number must be a non-negative int, got {write_number!r}")
     return write_number
+
+
+def events_table_rows(df: DataFrame) -> DataFrame:
+    """``df`` with exactly the events table's columns, in order: a column of another type is
+    cast, a missing nullable one (``event_offset``) is null."""
+    return df.select(*[
+        F.lit(None).cast(f.dataType).alias(f.name) if f.name not in df.columns
+        else F.col(f.name) if df.schema[f.name].dataType == f.dataType
+        else F.col(f.name).cast(f.dataType).alias(f.name)
+        for f in EVENTS_SCHEMA.fields])
 
 
 def _in_session(df: DataFrame, session) -> DataFrame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from pravega_spark.schema import (
+    CHUNK_TYPES,
     HEADER_SIZE,
     RECORD_EVENT,
     RECORD_SEAL,
@@ -18,7 +19,9 @@ def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
     """Assert the stored invariants and return the event rows.
 
     - per segment, offsets are contiguous from its start (0, or the head's offset after a
-      truncation): ``next = offset + 8 + len``; segments deleted by truncation hold no row;
+      truncation): ``next = offset + 8 + len`` (a large event's chunks: 8 for the header in the
+      first chunk only; each large event has its first and last chunk); segments deleted by
+      truncation hold no row;
     - nothing lies beyond a sealed segment's sealed size, which equals its last event's end;
     - every segment with events is a known segment; a seal record exactly for sealed segments;
     - the stream is ACTIVE or SEALED (no half-finished workflow);
@@ -40,7 +43,7 @@ def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
             continue
         assert r.segment_id in segments, r.segment_id
         assert r.segment_id not in truncation.deleted_segments, f"row of deleted segment {r.segment_id}"
-        if r.record_type == RECORD_EVENT:
+        if r.record_type == RECORD_EVENT or r.record_type in CHUNK_TYPES:
             events[r.segment_id].append(r)
         elif r.record_type == RECORD_TRUNCATE:
             assert r.offset == r.next_offset and r.offset <= head.get(r.segment_id, 0), r
@@ -50,10 +53,20 @@ def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
             seals[r.segment_id] = r.offset
     for sid, seg_rows in events.items():
         expected = max(head.get(sid, 0), 0)
+        open_large = None  # event_offset of the large event whose chunks are being walked
         for r in sorted(seg_rows, key=lambda r: r.offset):
             assert r.offset == expected, (sid, r.offset, expected)
-            assert r.next_offset == r.offset + HEADER_SIZE + len(r.event)
+            if r.record_type in CHUNK_TYPES:
+                first = r.offset == r.event_offset
+                assert first == (open_large is None), f"chunk without its first chunk, or a first chunk inside a large event: {r.offset}"
+                assert open_large in (None, r.event_offset), (sid, r.offset, r.event_offset)
+                assert r.next_offset == r.offset + (HEADER_SIZE if first else 0) + len(r.event)
+                open_large = None if r.record_type == CHUNK_TYPES[1] else r.event_offset
+            else:
+                assert open_large is None, f"large event at {open_large} in {sid} has no last chunk"
+                assert r.next_offset == r.offset + HEADER_SIZE + len(r.event)
             expected = r.next_offset
+        assert open_large is None, f"large event at {open_large} in {sid} has no last chunk"
         sealed_size = segments[sid].sealed_size
         if sealed_size is not None:
             assert expected == sealed_size, (sid, expected, sealed_size)
@@ -64,7 +77,7 @@ def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
             assert seals.get(sid) == seg.sealed_size, (sid, seals.get(sid), seg.sealed_size)
         else:
             assert sid not in seals, f"segment {sid} has a seal record but is open"
-    return [r for seg_rows in events.values() for r in seg_rows]
+    return [r for seg_rows in events.values() for r in seg_rows if r.record_type == RECORD_EVENT]
 
 
 def check_key_order(event_rows) -> None:

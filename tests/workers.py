@@ -7,6 +7,7 @@
     python -m tests.workers txn-commit  --root R --scope S --stream T --txns ID,ID,...
     python -m tests.workers txn-timeout --root R --scope S --stream T --rounds M
     python -m tests.workers idempotent-append --root R --scope S --stream T --writer W --number N
+    python -m tests.workers large-stage --root R --scope S --stream T --writer W --size BYTES
 
 A crash run sets PRAVEGA_SPARK_FAILPOINT so the library SIGKILLs the process at that point.
 """
@@ -96,6 +97,27 @@ def run_idempotent_append(m: ps.StreamManager, a) -> None:
     print(f"WROTE {a.writer} {a.number} {result.event_count} {result.version}", flush=True)
 
 
+def large_payload(size: int, seed: int = 7) -> bytes:
+    """``size`` deterministic, incompressible-looking bytes."""
+    import random
+
+    return random.Random(seed).randbytes(size)
+
+
+def run_large_stage(m: ps.StreamManager, a) -> None:
+    """Start a large event, write SIZE bytes in 1 MiB chunks, report, then wait to be killed
+    (or commit it, under a crash failpoint)."""
+    writer = m.create_event_writer(a.scope, a.stream, writer_id=a.writer)
+    event = writer.stream_event(routing_key="key-0", chunk_size=1 << 20)
+    event.write(large_payload(a.size))
+    print(f"STAGED {event.transient_id} {event.staged_chunks}", flush=True)
+    if a.command == "crash":
+        result = event.commit()
+        print(f"COMMITTED {result.version}", flush=True)
+        return
+    time.sleep(600)
+
+
 def run_crash(m: ps.StreamManager, a) -> None:
     os.environ["PRAVEGA_SPARK_FAILPOINT"] = a.failpoint
     if a.op == "scale":
@@ -112,6 +134,8 @@ def run_crash(m: ps.StreamManager, a) -> None:
         run_idempotent_append(m, a)
     elif a.op == "txn-commit":
         run_txn_commit(m, a)
+    elif a.op == "large-commit":
+        run_large_stage(m, a)
     elif a.op == "append":
         writer = m.create_event_writer(a.scope, a.stream, writer_id="crasher")
         df = m.spark.createDataFrame(batch_rows("crasher", 0, a.per_batch, a.keys), "routing_key string, event string")
@@ -123,7 +147,7 @@ def run_crash(m: ps.StreamManager, a) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("command", choices=["append", "scale", "truncate", "crash", "txn-commit", "txn-timeout",
-                                       "idempotent-append"])
+                                       "idempotent-append", "large-stage"])
     p.add_argument("--root", required=True)
     p.add_argument("--scope", default="iot")
     p.add_argument("--stream", default="sensors")
@@ -141,11 +165,12 @@ def main(argv=None) -> int:
     p.add_argument("--txns", default="")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--number", type=int, default=0)
+    p.add_argument("--size", type=int, default=3 << 20)
     a = p.parse_args(argv)
     m = ps.StreamManager(ps.spark_session(**CONF), a.root)
     {"append": run_append, "scale": run_scale, "truncate": run_truncate, "crash": run_crash,
      "txn-commit": run_txn_commit, "txn-timeout": run_txn_timeout,
-     "idempotent-append": run_idempotent_append}[a.command](m, a)
+     "idempotent-append": run_idempotent_append, "large-stage": run_large_stage}[a.command](m, a)
     return 0
 
 

@@ -121,37 +121,39 @@ def single_event_row(staged: DataFrame, *, segment_id: int, offset: int, writer_
 def assemble_large_events(events: DataFrame) -> DataFrame:
     """One row per event: the chunk rows of each large event become one row.
 
-    Rows that are not chunks pass through unchanged. The chunks of each large event (its
-    ``segment_id`` and ``event_offset``) are checked with window functions over the event —
-    its first chunk, its last chunk and no gap between them must all be present — and events
-    missing any chunk are dropped, so a read never returns part of an event. The payloads of a
-    complete event are concatenated in offset order (``listagg ... WITHIN GROUP``: one copy of
-    the bytes; a window frame would copy the whole list into each of the event's rows). The
-    event's row gets ``offset = event_offset``, the last chunk's ``next_offset`` and
+    Rows that are not chunks pass through unchanged. Which large events are complete is decided
+    with window functions over each event's chunks (``segment_id``, ``event_offset``), on their
+    offsets only: its first chunk, its last chunk and no gap between them must all be there, so a
+    read never returns part of an event. The payloads of each complete event are then
+    concatenated in offset order by one aggregate (``listagg ... WITHIN GROUP``: one copy of the
+    bytes; a window frame over the payloads would copy the whole list into each of the event's
+    rows). The event's row gets ``offset = event_offset``, the last chunk's ``next_offset`` and
     ``record_type = EVENT``; other columns (routing key, writer, write time, ...) are the event's.
 
-    Assembling needs the whole event in one task's memory: stream events larger than that with
-    ``StreamManager.open_event``.
+    Assembling holds the whole event in one task's memory (about twice its size): stream events
+    larger than that with ``StreamManager.open_event``.
     """
     is_chunk = F.col("record_type").isin(*CHUNK_TYPES)
     chunks = events.where(is_chunk)
-    event = Window.partitionBy("segment_id", "event_offset")
-    complete = (chunks
+    keys = ["segment_id", "event_offset"]
+    event = Window.partitionBy(*keys)
+    complete = (chunks.select(*keys, "offset", "next_offset", "record_type")
                 .withColumn("__first", F.min("offset").over(event))
                 .withColumn("__end", F.max("next_offset").over(event))
                 .withColumn("__bytes", F.sum(F.col("next_offset") - F.col("offset")).over(event))
                 .withColumn("__ends", F.sum((F.col("record_type") == RECORD_CHUNK_END).cast("int")).over(event))
-                .where((F.col("__first") == F.col("event_offset")) & (F.col("__ends") == 1)
-                       & (F.col("__bytes") == F.col("__end") - F.col("__first"))))
-    keys = ("segment_id", "event_offset")
+                .where((F.col("offset") == F.col("event_offset")) & (F.col("__first") == F.col("event_offset"))
+                       & (F.col("__ends") == 1) & (F.col("__bytes") == F.col("__end") - F.col("__first")))
+                .select(*keys))
     aggregates = {
         "offset": F.first("event_offset"),
         "next_offset": F.max("next_offset"),
         "record_type": F.lit(RECORD_EVENT),
         "event": F.expr("listagg(event) WITHIN GROUP (ORDER BY offset)"),
     }
-    assembled = complete.groupBy(*keys).agg(*[
-        aggregates.get(c, F.first(c)).alias(c) for c in events.columns if c not in keys])
+    assembled = (chunks.join(F.broadcast(complete), keys, "left_semi")
+                 .groupBy(*keys)
+                 .agg(*[aggregates.get(c, F.first(c)).alias(c) for c in events.columns if c not in keys]))
     return events.where(~is_chunk).unionByName(assembled.select(*events.columns))
 
 

@@ -16,6 +16,8 @@ TEST_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.default.parallelism": "2",
+    # a 100 MiB large event assembled by read_events holds ~2x its size in one task
+    "spark.driver.memory": "2g",
 }
 
 

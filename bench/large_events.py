@@ -1,0 +1,176 @@
+"""Large events: throughput and memory of one 1 GiB event vs 128 regular 8 MiB events.
+
+    .venv/bin/python bench/large_events.py [--mib 1024] [--small-mib 256] [--root /tmp/bench-large]
+
+Prints, all in one process (the baselines run in the same JVM, on the same machine state):
+  1. write throughput: one MIB event through ``stream_event`` vs the same bytes as MIB/8 regular
+     8 MiB events (``write_event`` each, as a Python producer writes them) (target >= 0.9x);
+  2. the Python process's peak RSS growth while writing, and while stream-reading (``open_event``),
+     the large event (target: under 64 MiB beyond one 8 MiB chunk);
+  3. the JVM's peak heap use while writing and reading a SMALL_MIB event and the MIB event
+     (target: not growing with the event's size);
+  4. read throughput: the large event streamed chunk by chunk vs the regular events read with
+     ``read_events(...).toLocalIterator()`` (target >= 0.9x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pravega_spark as ps
+
+CHUNK = ps.MAX_EVENT_SIZE
+MIB = 1 << 20
+
+
+def rss() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class PeakRss:
+    """Samples this process's RSS every 20 ms; ``growth`` = peak minus the RSS at start."""
+
+    def __enter__(self):
+        self.start = self.peak = rss()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self):
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, rss())
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss())
+
+    @property
+    def growth(self) -> int:
+        return self.peak - self.start
+
+
+class JvmHeap:
+    """Peak heap use (all heap pools, and the old generation alone) between enter and exit."""
+
+    def __init__(self, spark):
+        self._jvm = spark.sparkContext._jvm
+
+    def _pools(self):
+        beans = self._jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
+        return [beans.get(i) for i in range(beans.size())
+                if str(beans.get(i).getType().toString()) == "Heap memory"]
+
+    def __enter__(self):
+        self._jvm.java.lang.System.gc()
+        for pool in self._pools():
+            pool.resetPeakUsage()
+        return self
+
+    def __exit__(self, *exc):
+        pools = self._pools()
+        self.peak = sum(int(p.getPeakUsage().getUsed()) for p in pools)
+        self.old = sum(int(p.getPeakUsage().getUsed()) for p in pools if "Old" in str(p.getName()))
+
+
+def write_large(writer, block: bytes, mib: int):
+    with writer.stream_event(routing_key="cam-1") as event:
+        for _ in range(mib * MIB // len(block)):
+            event.write(block)
+        return event.commit()
+
+
+def read_large(manager, pointer) -> int:
+    n = 0
+    with manager.open_event(pointer) as event:
+        for chunk in event.iter_chunks():
+            n += len(chunk)
+    return n
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--mib", type=int, default=1024)
+    p.add_argument("--small-mib", type=int, default=256)
+    p.add_argument("--root", default="/tmp/bench-large")
+    a = p.parse_args(argv)
+    shutil.rmtree(a.root, ignore_errors=True)
+    spark = ps.spark_session(**{"spark.ui.enabled": "false"})
+    spark.sparkContext.setLogLevel("ERROR")
+    manager = ps.StreamManager(spark, a.root)
+    manager.create_scope("bench")
+    for name in ("large", "small", "regular"):
+        manager.create_stream("bench", name, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
+    block = os.urandom(CHUNK)  # incompressible; the source's cost is not measured
+    regular = manager.create_event_writer("bench", "regular", writer_id="regular")
+    large = manager.create_event_writer("bench", "large", writer_id="large")
+    small = manager.create_event_writer("bench", "small", writer_id="small")
+    n = a.mib * MIB // CHUNK
+
+    # warm-up (JIT, table caches): one regular event and a small large event, not measured
+    manager.create_stream("bench", "warm", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
+    warm = manager.create_event_writer("bench", "warm", writer_id="warm")
+    warm.write_event(block, routing_key="cam-1")
+    write_large(warm, block, 24)
+
+    start = time.perf_counter()
+    for i in range(n):
+        regular.write_event(block, routing_key="cam-1")
+        if (i + 1) % 32 == 0:
+            print(f"  regular events: {i + 1}/{n} ({time.perf_counter() - start:.0f} s)", flush=True)
+    regular_write = time.perf_counter() - start
+
+    with JvmHeap(spark) as small_write_heap:
+        write_large(small, block, a.small_mib)
+    with PeakRss() as write_rss, JvmHeap(spark) as write_heap:
+        start = time.perf_counter()
+        result = write_large(large, block, a.mib)
+        large_write = time.perf_counter() - start
+    assert result.byte_count == 8 + a.mib * MIB
+    print(f"write: one {a.mib} MiB event {large_write:.1f} s ({a.mib / large_write:.1f} MiB/s) vs "
+          f"{n} regular 8 MiB events {regular_write:.1f} s ({a.mib / regular_write:.1f} MiB/s): "
+          f"{regular_write / large_write:.2f}x (target >= 0.9x)")
+
+    start = time.perf_counter()
+    got = 0
+    for row in manager.read_events("bench", "regular").select("event").toLocalIterator():
+        got += len(row[0])
+    regular_read = time.perf_counter() - start
+    assert got == a.mib * MIB, got
+    pointer = manager.read_events("bench", "large").select("scope", "stream", "segment_id", "offset").first()
+    small_pointer = manager.read_events("bench", "small").select("scope", "stream", "segment_id", "offset").first()
+    with JvmHeap(spark) as small_read_heap:
+        read_large(manager, small_pointer)
+    with PeakRss() as read_rss, JvmHeap(spark) as read_heap:
+        start = time.perf_counter()
+        got = read_large(manager, pointer)
+        large_read = time.perf_counter() - start
+    assert got == a.mib * MIB, got
+    print(f"read: the {a.mib} MiB event streamed {large_read:.1f} s ({a.mib / large_read:.1f} MiB/s) vs "
+          f"{n} regular events {regular_read:.1f} s ({a.mib / regular_read:.1f} MiB/s): "
+          f"{regular_read / large_read:.2f}x (target >= 0.9x)")
+    print(f"Python peak RSS growth: writing {write_rss.growth / MIB:.0f} MiB, stream-reading "
+          f"{read_rss.growth / MIB:.0f} MiB (target: under {64 + CHUNK // MIB} MiB = one chunk + 64 MiB)")
+    print(f"JVM peak heap (old generation): writing {a.small_mib} MiB {small_write_heap.peak / MIB:.0f} "
+          f"({small_write_heap.old / MIB:.0f}) MiB vs {a.mib} MiB {write_heap.peak / MIB:.0f} "
+          f"({write_heap.old / MIB:.0f}) MiB; reading {small_read_heap.peak / MIB:.0f} "
+          f"({small_read_heap.old / MIB:.0f}) MiB vs {read_heap.peak / MIB:.0f} ({read_heap.old / MIB:.0f}) MiB "
+          "(target: not growing with the event's size)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

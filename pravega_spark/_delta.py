@@ -232,18 +232,17 @@ def delete_with_metrics(spark: SparkSession, path: str, condition: str) -> Commi
 
 
 def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> None:
-    """VACUUM the table; retention below the table's own window needs the safety check off."""
-    check = "spark.databricks.delta.retentionDurationCheck.enabled"
-    previous = spark.conf.get(check, None)
+    """VACUUM the table; retention below the table's own window needs the safety check off.
+
+    Runs in a session of its own: the retention check and the listing parallelism (the cluster's
+    cores, not Spark's 10,000 tasks) are set for this VACUUM only.
+    """
+    session = spark.newSession()
+    session.conf.set("spark.sql.sources.parallelPartitionDiscovery.parallelism",
+                     str(max(2, spark.sparkContext.defaultParallelism)))
     if retention_hours is not None:
-        spark.conf.set(check, "false")
-    try:
-        DeltaTable.forPath(spark, path).vacuum(retention_hours)
-    finally:
-        if previous is None:
-            spark.conf.unset(check)
-        else:
-            spark.conf.set(check, previous)
+        session.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    DeltaTable.forPath(session, path).vacuum(retention_hours)
 
 
 def _fs(spark: SparkSession, path: str):  # -> (FileSystem, Path) JVM objects

@@ -108,7 +108,10 @@ def main(argv=None) -> int:
     p.add_argument("--root", default="/tmp/bench-large")
     a = p.parse_args(argv)
     shutil.rmtree(a.root, ignore_errors=True)
-    spark = ps.spark_session(**{"spark.ui.enabled": "false"})
+    # both reads fetch 64 MiB per task (8 chunks / 8 regular events): the regular read with
+    # Spark's default 128 MiB partitions loses task results in a 1 GiB driver
+    spark = ps.spark_session(**{"spark.ui.enabled": "false", "spark.driver.memory": "2g",
+                                "spark.sql.files.maxPartitionBytes": str(8 * CHUNK)})
     spark.sparkContext.setLogLevel("ERROR")
     manager = ps.StreamManager(spark, a.root)
     manager.create_scope("bench")

@@ -20,14 +20,15 @@ def test_quick_start_runs(spark, tmp_path, capsys):
     assert not namespace["manager"].check_stream_exists("iot", "sensors")
 
 
-def test_retention_and_writers_examples_run(spark, tmp_path, capsys):
-    """The truncation/retention and writers sections, run after the quick start (they use its
-    names), in one go: each section costs minutes of Delta commits on 2 cores."""
+def test_retention_writers_and_large_events_examples_run(spark, tmp_path, capsys):
+    """The truncation/retention, writers and large-events sections, run after the quick start
+    (they use its names), in one go: each section costs minutes of Delta commits on 2 cores."""
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
     namespace = {"root": str(tmp_path / "lake")}
-    for block in blocks[:3]:
+    for block in blocks[:4]:
         exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
     out = capsys.readouterr().out
     assert "kept: 3" in out and "TruncationRecord(complete" in out and "RetentionOutcome(iot/metrics" in out
     assert "WriteResult(events=0" in out and "TxnStatus.OPEN WriteResult(events=3" in out
     assert "Watermark([2026-01-01T12:00:00+00:00" in out and "TimeWindow(" in out
+    assert "WriteResult(events=1, bytes=20971528" in out and "20971520 True" in out

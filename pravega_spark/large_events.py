@@ -70,8 +70,9 @@ MIN_CHUNK_SIZE = 1024
 # Pravega deletes a transient segment 30 s after its writer's connection closes; a writer here has
 # no connection, so idleness (no chunk staged) is what times it out, with a more generous default.
 DEFAULT_IDLE_TIMEOUT = timedelta(minutes=10)
-# How many chunks a LargeEventReader fetches per Spark job (the JVM holds one such window).
-READ_WINDOW_CHUNKS = 8
+# How many payload bytes a LargeEventReader fetches per Spark job by default (8 default chunks);
+# the driver's JVM holds one such window.
+READ_WINDOW_BYTES = 8 * DEFAULT_CHUNK_SIZE
 
 LARGE_APP_PREFIX = "pravega-large/"
 _COMMITTED, _ABORTED = 1, 2
@@ -501,7 +502,7 @@ class LargeEventReader(io.RawIOBase):
     """A readable binary file over one event, fetched a window of chunks at a time.
 
     Created by ``StreamManager.open_event``. Memory: the current chunk in Python, one window of
-    chunks (``READ_WINDOW_CHUNKS``) in the JVM. Reads the events table as of the version at which
+    chunks (``READ_WINDOW_BYTES`` by default) in the driver's JVM. Reads the events table as of the version at which
     it was opened.
 
     Example:
@@ -510,12 +511,11 @@ class LargeEventReader(io.RawIOBase):
         ...         digest.update(chunk)
     """
 
-    def __init__(self, manager, pointer: EventPointer, window_chunks: int = READ_WINDOW_CHUNKS) -> None:
+    def __init__(self, manager, pointer: EventPointer, window_chunks: int | None = None) -> None:
         super().__init__()
         scope, stream = pointer.scope_and_stream
         self.pointer = pointer
         self._manager = manager
-        self._window = max(1, int(window_chunks))
         head = manager.head_stream_cut(scope, stream).positions
         if pointer.offset < max(head.get(pointer.segment_id, 0), 0):
             raise TruncatedDataError(f"{pointer.as_text()} is before the stream's head")
@@ -524,6 +524,8 @@ class LargeEventReader(io.RawIOBase):
             F.col(EVENTS_PARTITION) == F.lit(pointer.segment_id))
         self._chunks = self._locate()
         self.size = self._chunks[-1][1] - pointer.offset - HEADER_SIZE
+        largest = max(end - start for start, end in self._chunks)
+        self._window = max(1, int(window_chunks) if window_chunks else READ_WINDOW_BYTES // largest)
         self._iter: Iterator[bytes] | None = None
         self._current = memoryview(b"")
 
@@ -550,19 +552,26 @@ class LargeEventReader(io.RawIOBase):
         return True
 
     def iter_chunks(self) -> Iterator[bytes]:
-        """The event's payload, chunk by chunk, in order."""
-        for i in range(0, len(self._chunks), self._window):
-            window = self._chunks[i:i + self._window]
-            rows = (self._events
-                    .where((F.col("offset") >= F.lit(window[0][0])) & (F.col("offset") <= F.lit(window[-1][0])))
-                    .select("offset", "event")
-                    .coalesce(1).sortWithinPartitions("offset")
-                    .toLocalIterator())
-            expected = [o for o, _ in window]
-            for row, want in zip(rows, expected, strict=True):
+        """The event's payload, chunk by chunk, in order (one Spark job per window of chunks)."""
+        offsets = [start for start, _ in self._chunks]
+        for first in range(0, len(offsets), self._window):
+            window = offsets[first:first + self._window]
+            expected = iter(window)
+            for row in self._window_scan(window).toLocalIterator():
+                want = next(expected, None)
                 if row[0] != want:
                     raise NoSuchEventError(f"{self.pointer.as_text()}: chunk at {want} is missing")
                 yield row[1]
+            missing = next(expected, None)
+            if missing is not None:
+                raise NoSuchEventError(f"{self.pointer.as_text()}: chunk at {missing} is missing")
+
+    def _window_scan(self, window: list[int]) -> DataFrame:
+        """One partition: the rows at ``window``'s offsets, in offset order."""
+        return (self._events
+                .where((F.col("offset") >= F.lit(window[0])) & (F.col("offset") <= F.lit(window[-1])))
+                .select("offset", "event")
+                .coalesce(1).sortWithinPartitions("offset"))
 
     def readinto(self, buffer) -> int:
         self._checkClosed()

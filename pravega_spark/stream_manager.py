@@ -717,7 +717,8 @@ class StreamManager:
         Args:
             pointer: an ``EventPointer``, its text form, or a ``read_events`` row (scope, stream,
                 segment_id, offset).
-            window_chunks: chunks fetched per Spark job (default 8: the JVM holds that many).
+            window_chunks: chunks fetched per Spark job (default: 64 MiB worth, 8 default
+                chunks). The driver's JVM holds one window.
 
         Example:
             >>> row = manager.read_events("iot", "cams").select("scope", "stream", "segment_id", "offset").first()  # doctest: +SKIP
@@ -728,7 +729,7 @@ class StreamManager:
             NoSuchEventError: no complete event starts there.
             TruncatedDataError: the pointer is below the stream's head.
         """
-        from .large_events import READ_WINDOW_CHUNKS, EventPointer, LargeEventReader
+        from .large_events import EventPointer, LargeEventReader
 
         if isinstance(pointer, str):
             pointer = EventPointer.from_text(pointer)
@@ -736,7 +737,7 @@ class StreamManager:
             pointer = EventPointer.from_row(pointer)
         scope, stream = pointer.scope_and_stream
         self._settled(scope, stream)
-        return LargeEventReader(self, pointer, window_chunks or READ_WINDOW_CHUNKS)
+        return LargeEventReader(self, pointer, window_chunks)
 
     def transient_data(self, scope: str, stream: str) -> DataFrame:
         """The large events being written (staged, not committed or aborted yet): one row per

@@ -114,6 +114,7 @@ def main(argv=None) -> int:
     p.add_argument("--mib", type=int, default=1024)
     p.add_argument("--small-mib", type=int, default=256)
     p.add_argument("--root", default="/tmp/bench-large")
+    p.add_argument("--heap-only", action="store_true", help="only the JVM heap measurements (3.)")
     a = p.parse_args(argv)
     shutil.rmtree(a.root, ignore_errors=True)
     # both reads fetch 64 MiB per task (8 chunks / 8 regular events): the regular read with
@@ -128,7 +129,6 @@ def main(argv=None) -> int:
     block = os.urandom(CHUNK)  # incompressible; the source's cost is not measured
     regular = manager.create_event_writer("bench", "regular", writer_id="regular")
     large = manager.create_event_writer("bench", "large", writer_id="large")
-    n = a.mib * MIB // CHUNK
 
     # warm-up (JIT, table caches): one regular event and a small large event, not measured
     manager.create_stream("bench", "warm", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
@@ -136,6 +136,15 @@ def main(argv=None) -> int:
     warm.write_event(block, routing_key="cam-1")
     write_large(warm, block, 24)
 
+    if not a.heap_only:
+        timings(manager, regular, large, block, a.mib)
+    heap_use(spark, manager, block, a.small_mib, a.mib)
+    return 0
+
+
+def timings(manager, regular, large, block: bytes, mib: int) -> None:
+    """1., 2. and 4.: throughput against the regular events, and Python's RSS."""
+    n = mib * MIB // CHUNK
     start = time.perf_counter()
     for i in range(n):
         regular.write_event(block, routing_key="cam-1")
@@ -145,11 +154,11 @@ def main(argv=None) -> int:
 
     with PeakRss() as write_rss:
         start = time.perf_counter()
-        result = write_large(large, block, a.mib)
+        result = write_large(large, block, mib)
         large_write = time.perf_counter() - start
-    assert result.byte_count == 8 + a.mib * MIB
-    print(f"write: one {a.mib} MiB event {large_write:.1f} s ({a.mib / large_write:.1f} MiB/s) vs "
-          f"{n} regular 8 MiB events {regular_write:.1f} s ({a.mib / regular_write:.1f} MiB/s): "
+    assert result.byte_count == 8 + mib * MIB
+    print(f"write: one {mib} MiB event {large_write:.1f} s ({mib / large_write:.1f} MiB/s) vs "
+          f"{n} regular 8 MiB events {regular_write:.1f} s ({mib / regular_write:.1f} MiB/s): "
           f"{regular_write / large_write:.2f}x (target >= 0.9x)")
 
     start = time.perf_counter()
@@ -157,22 +166,26 @@ def main(argv=None) -> int:
     for row in manager.read_events("bench", "regular").select("event").toLocalIterator():
         got += len(row[0])
     regular_read = time.perf_counter() - start
-    assert got == a.mib * MIB, got
+    assert got == mib * MIB, got
     pointer = manager.read_events("bench", "large").select("scope", "stream", "segment_id", "offset").first()
     with PeakRss() as read_rss:
         start = time.perf_counter()
         got = read_large(manager, pointer)
         large_read = time.perf_counter() - start
-    assert got == a.mib * MIB, got
-    print(f"read: the {a.mib} MiB event streamed {large_read:.1f} s ({a.mib / large_read:.1f} MiB/s) vs "
-          f"{n} regular events {regular_read:.1f} s ({a.mib / regular_read:.1f} MiB/s): "
+    assert got == mib * MIB, got
+    print(f"read: the {mib} MiB event streamed {large_read:.1f} s ({mib / large_read:.1f} MiB/s) vs "
+          f"{n} regular events {regular_read:.1f} s ({mib / regular_read:.1f} MiB/s): "
           f"{regular_read / large_read:.2f}x (target >= 0.9x)")
     print(f"Python peak RSS growth: writing {write_rss.growth / MIB:.0f} MiB, stream-reading "
           f"{read_rss.growth / MIB:.0f} MiB (target: under {64 + CHUNK // MIB} MiB = one chunk + 64 MiB)")
 
-    # the JVM's live heap, measured apart from the timings (a full GC every second slows the work)
+
+
+def heap_use(spark, manager, block: bytes, small_mib: int, large_mib: int) -> None:
+    """3.: the JVM's live heap, measured apart from the timings (a full GC every second slows the
+    work)."""
     heap = {}
-    for name, mib in (("small", a.small_mib), ("heap", a.mib)):
+    for name, mib in (("small", small_mib), ("heap", large_mib)):
         manager.create_stream("bench", name, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
         writer = manager.create_event_writer("bench", name, writer_id=name)
         with JvmHeap(spark) as write_heap:
@@ -181,11 +194,14 @@ def main(argv=None) -> int:
         with JvmHeap(spark) as read_heap:
             assert read_large(manager, row) == mib * MIB
         heap[mib] = (write_heap, read_heap)
-    (sw, sr), (lw, lr) = heap[a.small_mib], heap[a.mib]
-    print(f"JVM peak live heap (after a full GC, sampled every second; at start {sw.start / MIB:.0f} MiB): "
-          f"writing {a.small_mib} MiB {sw.peak / MIB:.0f} MiB vs {a.mib} MiB {lw.peak / MIB:.0f} MiB; "
-          f"reading {sr.peak / MIB:.0f} MiB vs {lr.peak / MIB:.0f} MiB (target: not growing with the event's size)")
-    return 0
+    (sw, sr), (lw, lr) = heap[small_mib], heap[large_mib]
+
+    def growth(h: JvmHeap) -> str:
+        return f"{h.peak / MIB:.0f} MiB (+{(h.peak - h.start) / MIB:.0f} over its start)"
+
+    print(f"JVM peak live heap (after a full GC, sampled every second): writing {small_mib} MiB "
+          f"{growth(sw)} vs {large_mib} MiB {growth(lw)}; reading {growth(sr)} vs {growth(lr)} "
+          "(target: not growing with the event's size)")
 
 
 if __name__ == "__main__":

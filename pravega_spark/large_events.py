@@ -70,9 +70,9 @@ MIN_CHUNK_SIZE = 1024
 # Pravega deletes a transient segment 30 s after its writer's connection closes; a writer here has
 # no connection, so idleness (no chunk staged) is what times it out, with a more generous default.
 DEFAULT_IDLE_TIMEOUT = timedelta(minutes=10)
-# How many payload bytes a LargeEventReader fetches per Spark job by default (8 default chunks);
-# the driver's JVM holds one such window.
-READ_WINDOW_BYTES = 8 * DEFAULT_CHUNK_SIZE
+# How many payload bytes a LargeEventReader fetches per Spark job by default (4 default chunks);
+# the Python process holds one such window (an Arrow table).
+READ_WINDOW_BYTES = 4 * DEFAULT_CHUNK_SIZE
 
 LARGE_APP_PREFIX = "pravega-large/"
 _COMMITTED, _ABORTED = 1, 2
@@ -501,8 +501,8 @@ def clean_transient(manager, scope: str, stream: str, now: datetime,
 class LargeEventReader(io.RawIOBase):
     """A readable binary file over one event, fetched a window of chunks at a time.
 
-    Created by ``StreamManager.open_event``. Memory: the current chunk in Python, one window of
-    chunks (``READ_WINDOW_BYTES`` by default) in the driver's JVM. Reads the events table as of the version at which
+    Created by ``StreamManager.open_event``. Memory: one window of chunks (``READ_WINDOW_BYTES``,
+    32 MiB, by default), fetched as an Arrow table, plus the chunk being returned. Reads the events table as of the version at which
     it was opened.
 
     Example:
@@ -554,24 +554,39 @@ class LargeEventReader(io.RawIOBase):
     def iter_chunks(self) -> Iterator[bytes]:
         """The event's payload, chunk by chunk, in order (one Spark job per window of chunks)."""
         offsets = [start for start, _ in self._chunks]
+        fetch = self._fetch_arrow if hasattr(DataFrame, "toArrow") else self._fetch_rows
         for first in range(0, len(offsets), self._window):
             window = offsets[first:first + self._window]
             expected = iter(window)
-            for row in self._window_scan(window).toLocalIterator():
+            for offset, payload in fetch(window):
                 want = next(expected, None)
-                if row[0] != want:
+                if offset != want:
                     raise NoSuchEventError(f"{self.pointer.as_text()}: chunk at {want} is missing")
-                yield row[1]
+                yield payload
             missing = next(expected, None)
             if missing is not None:
                 raise NoSuchEventError(f"{self.pointer.as_text()}: chunk at {missing} is missing")
 
     def _window_scan(self, window: list[int]) -> DataFrame:
-        """One partition: the rows at ``window``'s offsets, in offset order."""
+        """The rows at ``window``'s offsets (pruned to their files by statistics)."""
         return (self._events
                 .where((F.col("offset") >= F.lit(window[0])) & (F.col("offset") <= F.lit(window[-1])))
-                .select("offset", "event")
-                .coalesce(1).sortWithinPartitions("offset"))
+                .select("offset", "event"))
+
+    def _fetch_arrow(self, window: list[int]) -> Iterator[tuple[int, bytes]]:
+        """The window as one Arrow table (Python holds the window), in offset order."""
+        import pyarrow.compute as pc
+
+        table = self._window_scan(window).toArrow()
+        offsets, events = table.column("offset"), table.column("event")
+        for i in pc.sort_indices(offsets).to_pylist():
+            yield offsets[i].as_py(), events[i].as_py()
+
+    def _fetch_rows(self, window: list[int]) -> Iterator[tuple[int, bytes]]:
+        """Row by row from the JVM (PySpark before 4.0: no ``toArrow``), in offset order."""
+        rows = self._window_scan(window).coalesce(1).sortWithinPartitions("offset").toLocalIterator()
+        for row in rows:
+            yield row[0], row[1]
 
     def readinto(self, buffer) -> int:
         self._checkClosed()

@@ -717,8 +717,8 @@ class StreamManager:
         Args:
             pointer: an ``EventPointer``, its text form, or a ``read_events`` row (scope, stream,
                 segment_id, offset).
-            window_chunks: chunks fetched per Spark job (default: 64 MiB worth, 8 default
-                chunks). The driver's JVM holds one window.
+            window_chunks: chunks fetched per Spark job (default: 32 MiB worth, 4 default
+                chunks). The Python process holds one window (as an Arrow table).
 
         Example:
             >>> row = manager.read_events("iot", "cams").select("scope", "stream", "segment_id", "offset").first()  # doctest: +SKIP

@@ -88,6 +88,9 @@ def test_round_trip_around_the_regular_limit(spark, root, manager, stream2, size
     assert sum(result.tail_stream_cut.positions.values()) == 8 + size
     with manager.open_event(rows[0]) as event:
         assert event.size == size and event.read() == payload
+    with manager.open_event(rows[0], window_chunks=1) as event:  # the pre-Arrow path, one chunk per job
+        chunks = [start for start, _ in event._chunks]
+        assert b"".join(p for _, p in event._fetch_rows(chunks)) == payload
     check_stream_consistent(spark, manager, "iot", "sensors")
     assert _transient_rows(spark, root) == 0
 

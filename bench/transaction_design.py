@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql import functions as F
+from transactions import batch  # bench/transactions.py: the same source batches
 
 import pravega_spark as ps
 from pravega_spark.routing import with_key_position, with_offsets
@@ -39,14 +40,6 @@ from pravega_spark.routing import with_key_position, with_offsets
 HEADER = 8
 TAILS = {0: 0, 1: 0, 2: 0, 3: 0}
 RANKED = "routing_key string, event binary, segment_id long, local_pos long, size long, part long"
-
-
-def batch(spark, index: int, events: int):
-    df = spark.range(index * events, (index + 1) * events).select(
-        F.concat(F.lit("device-"), (F.col("id") % 1000).cast("string")).alias("routing_key"),
-        F.concat(F.col("id").cast("string"), F.lit(":"), F.expr("repeat('x', 88)")).cast("binary").alias("event")).cache()
-    df.count()
-    return df
 
 
 def routed(df):
@@ -127,8 +120,8 @@ def main(argv=None) -> int:
     steps = {"plain": lambda _i, df: plain.write_events(df), "txn": txn,
              "begin": lambda _i, _df: txw.begin_txn(timedelta(seconds=600)).abort(),
              "stage_cur": stage_cur, "commit_cur": commit_cur, "stage_new": stage_new, "commit_new": commit_new}
-    batches = [batch(spark, i, a.events) for i in range(a.batches)]
-    warm = batch(spark, a.batches, a.events)
+    batches = [batch(spark, i, a.events, 100) for i in range(a.batches)]
+    warm = batch(spark, a.batches, a.events, 100)
     for fn in steps.values():
         fn(-1, warm)
     times: dict[str, list[float]] = {k: [] for k in steps}

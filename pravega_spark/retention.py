@@ -136,7 +136,11 @@ def _size_limited(policy, retention_set, lower_bound, low, high, segments, lengt
     latest = retention_set[-1].recording_size
     retained_at_bound = latest - size_till(lower_bound, retention_set, segments, lengths)
     if retained_at_bound < policy.retention_param:
-        if low is not None and compare_stream_cuts(low.stream_cut, lower_bound, segments) is CutComparison.BEFORE:
+        # the lower bound keeps too little: truncate only at a record that keeps the minimum
+        # (Pravega maps a missing min record to no truncation)
+        if low is None:
+            return None
+        if compare_stream_cuts(low.stream_cut, lower_bound, segments) is CutComparison.BEFORE:
             return low.stream_cut
         before = record_before(lower_bound, retention_set, segments)
         return before.stream_cut if before else None

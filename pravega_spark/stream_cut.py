@@ -25,7 +25,7 @@ import numbers
 import re
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -599,11 +599,32 @@ def _check_comparable(cut1: StreamCut, cut2: StreamCut) -> None:
         raise InvalidStreamCutError(f"cuts of different streams: {cut1.stream} and {cut2.stream}")
 
 
+def _effective(cut: StreamCut, recs: Sequence[SegmentRecord]) -> list[SegmentRecord]:
+    """The cut's segments, each restricted to the key ranges where it is the cut's position.
+
+    A future entry (``-1``) may be listed beside one of its predecessors (a valid cut never lists
+    a successor at a non-negative offset with its predecessor): where the predecessor covers the
+    key range, the reader's position is in the predecessor, and the future entry only stands for
+    the rest of its range. Comparing by full ranges would pair the future entry with the cut's own
+    predecessor, so that a cut like ``{0: 10, 2: 10, 5#2: -1}`` (``5#2`` a successor of ``2``)
+    would not even be equal-or-after itself.
+    """
+    present = [r for r in recs if cut.positions[r.segment_id] >= 0]
+    out = list(present)
+    for r in recs:
+        if cut.positions[r.segment_id] >= 0:
+            continue
+        older = [(o.key_start, o.key_end) for o in recs if o.creation_epoch < r.creation_epoch
+                 and o.key_start < r.key_end and r.key_start < o.key_end]
+        out += [replace(r, key_start=lo, key_end=hi) for lo, hi in _uncovered(older, r.key_start, r.key_end)]
+    return out
+
+
 def _equal_or_after(
     cut1: StreamCut, recs1: Sequence[SegmentRecord], span1: Mapping[int, int],
     cut2: StreamCut, recs2: Sequence[SegmentRecord], span2: Mapping[int, int],
 ) -> bool:
-    for s1, s2 in _overlapping_pairs(recs1, recs2):
+    for s1, s2 in _overlapping_pairs(_effective(cut1, recs1), _effective(cut2, recs2)):
         if s1.segment_id == s2.segment_id and cut1.positions[s1.segment_id] < cut2.positions[s2.segment_id]:
             return False
         if span1[s1.segment_id] < span2[s2.segment_id]:

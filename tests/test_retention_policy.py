@@ -94,6 +94,20 @@ def test_size_with_lower_bound():
     assert truncation_point(RetentionPolicy.by_size_bytes(100, 250), SET, cut(250), now, SEGS, lengths) == cut(250)
 
 
+def test_size_with_lower_bound_keeping_too_little_and_no_min_record_does_not_truncate():
+    now = T0 + 45 * MIN
+    lengths = {0: 400}
+    # keep >= 350: no record keeps that much (they keep 300, 200, 100, 0), so there is no min; the
+    # subscribers' lower bound keeps only 50. Pravega maps the missing min to no truncation
+    # (regression: we truncated at the record at or before the lower bound, keeping < 350 bytes).
+    policy = RetentionPolicy.by_size_bytes(350, 1000)
+    assert bound_records(policy, SET, now) == (None, None)
+    assert truncation_point(policy, SET, cut(350), now, SEGS, lengths) is None
+    assert truncation_point(RetentionPolicy.by_size_bytes(350), SET, cut(350), now, SEGS, lengths) is None
+    # with a min record the same lower bound still truncates at it (min before LB)
+    assert truncation_point(RetentionPolicy.by_size_bytes(250, 1000), SET, cut(350), now, SEGS, lengths) == cut(100)
+
+
 def test_size_with_lower_bound_overlapping_min_takes_the_record_before_it():
     records = initial_segments(2, T0)
     two = [RetentionRecord(T0, 20, StreamCut("t/s", {0: 10, 1: 10})),

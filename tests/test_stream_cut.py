@@ -547,6 +547,21 @@ def test_future_entry_is_before_any_offset_of_its_segment():
     assert stream_cut_equal_or_after(cut({S2: 10, S3: 5, S4: -1}), cut({S2: 10, S3: 5, S1: 7}), H1)
 
 
+def test_cut_with_a_future_successor_beside_its_predecessor_is_equal_or_after_itself():
+    # A subscribers' lower bound can hold S1 (still being read) and its merged successor S4 at -1
+    # (S4's other predecessor S3 is done). Truncating there makes it the head, and reading from
+    # "earliest" compares it with itself (regression: it was "before" itself).
+    head = cut({S2: 10, S1: 20, S4: -1})
+    validate_stream_cut(head, H1)
+    assert stream_cut_equal_or_after(head, head, H1)
+    later = cut({S2: 20, S1: 20, S4: -1})
+    assert stream_cut_equal_or_after(later, head, H1)
+    assert not stream_cut_equal_or_after(head, later, H1)
+    assert stream_cut_equal_or_after(cut({S2: 10, S4: 0}), head, H1)
+    assert not stream_cut_equal_or_after(cut({S2: 10, S3: 0, S1: 20}), head, H1)  # S3 not done yet
+    assert not stream_cut_equal_or_after(head, cut({S2: 10, S1: 30, S4: -1}), H1)
+
+
 def test_pravega_compare_scenarios():
     # StreamMetadataStoreTest.strictlyGreaterThanTest
     h = initial_segments(2)

@@ -166,3 +166,17 @@ def test_truncated_bytes_are_gone_from_storage_after_vacuum(spark, root, manager
             data = open(os.path.join(dirpath, name), "rb").read()
             assert not any(p in data for p in truncated), os.path.join(dirpath, name)
     assert _payloads(manager.read_events("iot", "sensors")) == sorted(p.decode() for p in kept)
+
+
+def test_truncation_at_a_cut_with_a_future_segment_then_read_from_earliest(spark, manager, history):
+    """A subscribers' lower bound such as {S10: o, 1: o, S20: -1} (S11 done, S10 not): after a
+    truncation there, reading from "earliest" works and starts at the head (regression: it
+    raised TruncatedDataError, the head being "before" itself)."""
+    _, cuts = history
+    head = ps.StreamCut("iot/sensors", {S10: cuts[1].positions[S10], 1: cuts[1].positions[1], S20: -1})
+    expected = _payloads(manager.read_events("iot", "sensors", start=head))
+    assert manager.truncate_stream("iot", "sensors", head)
+    assert manager.head_stream_cut("iot", "sensors") == head
+    assert _payloads(manager.read_events("iot", "sensors")) == expected
+    assert _payloads(manager.read_events("iot", "sensors", start=head)) == expected
+    check_stream_consistent(spark, manager, "iot", "sensors")

@@ -54,6 +54,33 @@ CONFLICTS: tuple[type[BaseException], ...] = (
 CRC_APP_VERSIONS_CONF = "spark.databricks.delta.setTransactionsInCrc.maxAllowed"
 CRC_APP_VERSIONS = "10000"
 
+# Delta can also list a small table's files in each commit's checksum file. Catalog tables (one
+# file per stream row, one per segments table) and young events tables stay under the threshold,
+# so their files, tails and rows are found without a Spark job (``Transaction.all_files``); a
+# bigger table falls back to a query over the snapshot.
+SESSION_CONF = {
+    CRC_APP_VERSIONS_CONF: CRC_APP_VERSIONS,
+    "spark.databricks.delta.allFilesInCrc.enabled": "true",
+    "spark.databricks.delta.allFilesInCrc.thresholdNumFiles": "1000",
+}
+
+
+def configure_session(spark: SparkSession) -> None:
+    """Apply ``SESSION_CONF`` to a session that commits to a store's tables."""
+    for key, value in SESSION_CONF.items():
+        spark.conf.set(key, value)
+
+
+def qualify(spark: SparkSession, path: str) -> str:
+    """``path`` made absolute and qualified by its file system (Hadoop's ``makeQualified``):
+    ``store/demo`` -> ``file:/home/me/store/demo``; ``dbfs:/``, ``s3a://``, ``abfss://`` paths keep
+    their scheme and authority. Delta takes a relative path for a table name, so every table path
+    is built on a qualified root."""
+    jvm = spark.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    return str(fs.makeQualified(hadoop_path).toString()).rstrip("/")
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -137,6 +164,18 @@ def create_table(spark: SparkSession, path: str, schema: StructType,
     retrying(create, f"create table {path}")
 
 
+def create_table_with_rows(spark: SparkSession, path: str, rows: DataFrame) -> None:
+    """Create the table at ``path`` holding ``rows`` in its first commit, unless it exists (safe to
+    race: of two creators one writes version 0, the other's retry finds the table)."""
+
+    def create() -> None:
+        if DeltaTable.isDeltaTable(spark, path):
+            return
+        rows.write.format("delta").mode("ignore").save(path)
+
+    retrying(create, f"create table {path}")
+
+
 def read(spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
     """The table at ``path`` (at ``version`` if given) as a DataFrame."""
     reader = spark.read.format("delta")
@@ -151,10 +190,93 @@ def latest(spark: SparkSession, path: str) -> tuple[int, str]:
     The id changes when a table is deleted and created again at the same path, so the pair
     identifies one state of one table: a safe key for caching anything read from it.
     """
+    snap = snapshot(spark, path)
+    return int(snap.version()), str(snap.metadata().id())
+
+
+def snapshot(spark: SparkSession, path: str, version: int | None = None):  # -> Snapshot JVM object
+    """The table's latest snapshot, or the one at ``version`` (log reads; no Spark job)."""
     jvm = spark.sparkContext._jvm
     none = jvm.scala.Option.empty()
-    snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).update(False, none, none)
-    return int(snapshot.version()), str(snapshot.metadata().id())
+    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    if version is None:
+        return delta_log.update(False, none, none)
+    return delta_log.getSnapshotAt(int(version), none, none, False)
+
+
+def crc_files(snap) -> list | None:
+    """A snapshot's files as listed by its checksum file (no Spark job), or None if not listed."""
+    checksum = snap.checksumOpt()
+    if not checksum.isDefined() or not checksum.get().allFiles().isDefined():
+        return None
+    files = checksum.get().allFiles().get()
+    return [files.apply(i) for i in range(files.size())]
+
+
+def partition_value(file, column: str) -> str | None:
+    value = file.partitionValues().get(column)
+    return value.get() if value.isDefined() else None
+
+
+def file_max_values(file) -> dict | None:
+    """A file's ``maxValues`` statistics, or None if it has none."""
+    stats = file.stats()
+    if not stats:
+        return None
+    return json.loads(stats).get("maxValues")
+
+
+_ROWS: dict[tuple[str, str], tuple] = {}
+_ROWS_LIMIT = 20_000
+
+
+def read_rows(spark: SparkSession, path: str, files: list) -> list[dict]:
+    """The rows of a few small data files of the table at ``path`` (partition columns added), as
+    dicts with Python values (timestamps aware UTC). A file never changes once written, so rows
+    are kept per file path: reading the same files again costs nothing. The bytes are read through
+    the table's Hadoop file system and decoded with pyarrow (no Spark job)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out: list[dict] = []
+    jvm = spark.sparkContext._jvm
+    base = jvm.org.apache.hadoop.fs.Path(path)
+    for f in files:
+        key = (path, str(f.path()))
+        rows = _ROWS.get(key)
+        if rows is None:
+            child = jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(f.path()))
+            full = child if child.isAbsolute() else jvm.org.apache.hadoop.fs.Path(base, child)
+            fs = full.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+            stream = fs.open(full)
+            try:
+                data = bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+            finally:
+                stream.close()
+            table = pq.read_table(pa.BufferReader(data))
+            columns = []
+            for field in table.schema:
+                column = table.column(field.name)
+                if pa.types.is_timestamp(field.type):
+                    column = column.cast(pa.timestamp("us", tz="UTC"))
+                columns.append(column)
+            table = pa.table(columns, names=table.schema.names)
+            parts = {k: v for k, v in _scala_map(f.partitionValues()).items()}
+            rows = tuple({**r, **parts} for r in table.to_pylist())
+            if len(_ROWS) >= _ROWS_LIMIT:
+                _ROWS.clear()
+            _ROWS[key] = rows
+        out.extend(dict(r) for r in rows)
+    return out
+
+
+def _scala_map(m) -> dict:
+    out = {}
+    it = m.iterator()
+    while it.hasNext():
+        kv = it.next()
+        out[kv._1()] = kv._2()
+    return out
 
 
 def version(spark: SparkSession, path: str) -> int:
@@ -245,6 +367,24 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> Non
     DeltaTable.forPath(session, path).vacuum(retention_hours)
 
 
+def maxima_of(files: list, column: str, values: list[int], fields: list[str]) -> dict[int, dict] | None:
+    """Per partition value, the maximum of each of ``fields`` over ``files``' statistics (None
+    if a file lacks them): ``Transaction.partition_maxima`` without a Spark job."""
+    wanted = {int(v) for v in values}
+    out: dict[int, dict] = {}
+    for f in files:
+        part = partition_value(f, column)
+        if part is None or int(part) not in wanted:
+            continue
+        maxima = file_max_values(f)
+        if maxima is None or any(maxima.get(name) is None for name in fields):
+            return None
+        seen = out.setdefault(int(part), {})
+        for name in fields:
+            seen[name] = maxima[name] if seen.get(name) is None else max(seen[name], maxima[name])
+    return out
+
+
 def _fs(spark: SparkSession, path: str):  # -> (FileSystem, Path) JVM objects
     jvm = spark.sparkContext._jvm
     hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
@@ -312,6 +452,9 @@ class Transaction:
         """Per partition value, the maximum of each of ``fields`` over the snapshot's files, from
         their statistics (no data is read). Partitions without files are absent. None if a file
         in them has no statistics for a field (the caller then reads the data)."""
+        files = self.all_files()
+        if files is not None:
+            return maxima_of(files, column, values, fields)
         snapshot = DataFrame(self._txn.snapshot().withStats(), self.spark)
         part = F.col("partitionValues").getItem(column).cast("long")
         aggs = [F.count(F.lit(1)).alias("__files")]
@@ -324,6 +467,38 @@ class Transaction:
                 return None
             out[int(r["p"])] = {f: r[f] for f in fields}
         return out
+
+    def all_files(self) -> list | None:
+        """The snapshot's files from its checksum file (no Spark job), or None if it does not
+        list them. Not a dependency by itself (see ``read_partition``/``read_whole_table``)."""
+        return crc_files(self._txn.snapshot())
+
+    def read_partition(self, column: str, value: str) -> list:
+        """The snapshot's files in one (string) partition, read and so fenced by this
+        transaction: a concurrent add to the partition, or a removal of one of these files, makes
+        the commit fail."""
+        files = self.all_files()
+        if files is None:
+            return self.files_where(f"{column} = '{value}'")
+        files = [f for f in files if partition_value(f, column) == value]
+        parser = self.spark._jsparkSession.sessionState().sqlParser()
+        self._txn.trackReadPredicates(self._seq([parser.parseExpression(f"{column} = '{value}'")]), True, True)
+        self._txn.trackFilesRead(self._seq(files))
+        return files
+
+    def read_whole_table(self) -> list:
+        """Every file of the snapshot, read (and fenced) by this transaction: any concurrent
+        change of the table makes the commit fail."""
+        files = self.all_files()
+        if files is None:
+            return self.files_where(None)
+        self._txn.readWholeTable()
+        self._txn.trackFilesRead(self._seq(files))
+        return files
+
+    def rows(self, files: list) -> list[dict]:
+        """The rows of ``files`` (small files: see ``read_rows``)."""
+        return read_rows(self.spark, self.path, files)
 
     def write(self, df: DataFrame, partition_by: tuple[str, ...]) -> tuple[object, list[AddedFile]]:
         """Write ``df``'s rows as new files of the table (not yet visible: see ``commit``)."""

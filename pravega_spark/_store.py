@@ -7,6 +7,7 @@ commit; workflows made of several commits live in ``StreamManager``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -31,6 +32,7 @@ from .schema import (
     SCOPES_TABLE,
     SEGMENTS_SCHEMA,
     SEGMENTS_TABLE,
+    STREAM_KEY,
     STREAMS_SCHEMA,
     STREAMS_TABLE,
     SUBSCRIBERS_SCHEMA,
@@ -60,6 +62,11 @@ def from_spark_time(value: datetime | None) -> datetime | None:
 def sql_str(value: str) -> str:
     """A SQL string literal. Names are validated (``[A-Za-z0-9.-]``) before they reach here."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def stream_key(scope: str, stream: str) -> str:
+    """The streams table's partition value of a stream: 16 hex digits of SHA-1 of its scoped name."""
+    return hashlib.sha1(f"{scope}/{stream}".encode()).hexdigest()[:16]
 
 
 # Seals compete with every appender of the stream: give them more attempts than a single append.
@@ -136,7 +143,7 @@ class Store:
 
     def ensure_system_tables(self) -> None:
         for path, schema, parts in ((self.scopes_path, SCOPES_SCHEMA, ()),
-                                    (self.streams_path, STREAMS_SCHEMA, ("scope", "stream"))):
+                                    (self.streams_path, STREAMS_SCHEMA, (STREAM_KEY,))):
             if not _delta.is_table(self.spark, path):
                 _delta.create_table(self.spark, path, schema, parts)
 
@@ -144,62 +151,111 @@ class Store:
     def scopes(self) -> DataFrame:
         return _delta.read(self.spark, self.scopes_path)
 
+    def _latest_rows(self, path: str, column: str | None = None, value: str | None = None) -> list[dict]:
+        """The rows of a small table (or of one of its string partitions) at its latest version:
+        from the files its checksum lists, read once per file, else one Spark query per version."""
+        snap = _delta.snapshot(self.spark, path)
+        files = _delta.crc_files(snap)
+        if files is not None:
+            if column is not None:
+                files = [f for f in files if _delta.partition_value(f, column) == value]
+            return _delta.read_rows(self.spark, path, files)
+
+        def load(version: int) -> tuple:
+            df = _delta.read(self.spark, path, version)
+            if column is not None:
+                df = df.where(F.col(column) == value)
+            return tuple(r.asDict(recursive=True) for r in df.collect())
+
+        return list(self._cached(path, ("rows", column, value), load))
+
     def scope_exists(self, scope: str) -> bool:
-        return self.scopes().where(F.col("scope") == scope).limit(1).count() > 0
+        return any(r["scope"] == scope for r in self._latest_rows(self.scopes_path))
 
     def insert_scope(self, scope: str) -> bool:
-        source = self.spark.createDataFrame([(scope, utc_now())], SCOPES_SCHEMA)
-        outcome = _delta.retrying(
-            lambda: _delta.merge(self.spark, self.scopes_path, source, "t.scope = s.scope"),
-            f"create scope {scope}")
-        return outcome.inserted == 1
+        def attempt() -> bool:
+            txn = _delta.Transaction(self.spark, self.scopes_path)
+            files = txn.read_whole_table()
+            if any(r["scope"] == scope for r in txn.rows(files)):
+                return False
+            actions, _ = txn.write(self.spark.createDataFrame([(scope, utc_now())], SCOPES_SCHEMA), ())
+            txn.commit(actions)
+            return True
+
+        return _delta.retrying(attempt, f"create scope {scope}")
 
     def delete_scope_row(self, scope: str) -> None:
-        _delta.retrying(lambda: _delta.delete(self.spark, self.scopes_path, f"scope = {sql_str(scope)}"),
-                        f"delete scope {scope}")
+        def attempt() -> None:
+            txn = _delta.Transaction(self.spark, self.scopes_path)
+            files = txn.read_whole_table()
+            rows = txn.rows(files)
+            keep = [(r["scope"], r["creation_time"]) for r in rows if r["scope"] != scope]
+            if len(keep) == len(rows):
+                return
+            self._replace(txn, files, keep, SCOPES_SCHEMA)
+
+        _delta.retrying(attempt, f"delete scope {scope}")
+
+    def _replace(self, txn: _delta.Transaction, files: list, rows: list, schema: StructType,
+                 partition_by: tuple[str, ...] = ()) -> int:
+        """Commit ``rows`` (one new file) in place of ``files``; returns the version."""
+        actions = None
+        if rows:
+            actions, _ = txn.write(self.spark.createDataFrame(rows, schema).coalesce(1), partition_by)
+        return txn.commit(actions, partition_by, extra=txn.removals(files))
 
     # ---- streams -----------------------------------------------------------------------------
     def streams(self) -> DataFrame:
         return _delta.read(self.spark, self.streams_path)
 
     def stream_record(self, scope: str, stream: str) -> StreamRecord | None:
-        def load(version: int) -> StreamRecord | None:
-            rows = (_delta.read(self.spark, self.streams_path, version)
-                    .where((F.col("scope") == scope) & (F.col("stream") == stream)).collect())
-            return StreamRecord.from_row(rows[0]) if rows else None
+        rows = [r for r in self._latest_rows(self.streams_path, STREAM_KEY, stream_key(scope, stream))
+                if r["scope"] == scope and r["stream"] == stream]
+        return StreamRecord.from_row(rows[0]) if rows else None
 
-        return self._cached(self.streams_path, ("stream", scope, stream), load)
+    def _stream_row(self, record: StreamRecord) -> tuple:
+        return (stream_key(record.scope, record.stream), *record.to_row())
 
-    def _row_guard(self, scope: str, stream: str) -> str:
-        # literal partition predicates: the commit reads (and is fenced on) this stream's row only
-        return (f"t.scope = {sql_str(scope)} AND t.stream = {sql_str(stream)} "
-                "AND t.scope = s.scope AND t.stream = s.stream")
+    def _stream_partition(self, scope: str, stream: str) -> tuple[_delta.Transaction, list, StreamRecord | None]:
+        """A transaction on the streams table fenced on this stream's partition, the partition's
+        files and the stream's record in them."""
+        txn = _delta.Transaction(self.spark, self.streams_path)
+        files = txn.read_partition(STREAM_KEY, stream_key(scope, stream))
+        rows = [r for r in txn.rows(files) if r["scope"] == scope and r["stream"] == stream]
+        return txn, files, StreamRecord.from_row(rows[0]) if rows else None
 
     def insert_stream(self, record: StreamRecord) -> bool:
-        """Insert the stream row unless one exists: True if this call inserted it."""
-        source = self.spark.createDataFrame([record.to_row()], STREAMS_SCHEMA)
-        outcome = _delta.merge(self.spark, self.streams_path, source,
-                               self._row_guard(record.scope, record.stream))
-        return outcome.inserted == 1
+        """Insert the stream row unless one exists: True if this call inserted it.
+
+        One commit fenced on the stream's partition: of two concurrent inserts one conflicts,
+        and its retry finds the row."""
+        txn, files, found = self._stream_partition(record.scope, record.stream)
+        if found is not None:
+            return False
+        self._replace(txn, files, [self._stream_row(record)], STREAMS_SCHEMA, (STREAM_KEY,))
+        return True
 
     def compare_and_set_stream(self, expected: StreamRecord, new: StreamRecord) -> bool:
-        """Replace the stream row with ``new`` iff it still has ``expected.row_version``."""
-        source = self.spark.createDataFrame([new.to_row()], STREAMS_SCHEMA)
-        outcome = _delta.merge(
-            self.spark, self.streams_path, source, self._row_guard(expected.scope, expected.stream),
-            insert=False, update={c: f"s.{c}" for c in STREAMS_SCHEMA.fieldNames()},
-            update_condition=f"t.row_version = {int(expected.row_version)}")
-        return outcome.updated == 1
+        """Replace the stream row with ``new`` iff it still has ``expected.row_version``.
+
+        One commit that reads the row's partition (so a concurrent change of the row makes it
+        fail with a conflict) and replaces its file with one holding ``new``."""
+        txn, files, found = self._stream_partition(expected.scope, expected.stream)
+        if found is None or found.row_version != expected.row_version:
+            return False
+        self._replace(txn, files, [self._stream_row(new)], STREAMS_SCHEMA, (STREAM_KEY,))
+        return True
 
     def delete_stream_row(self, scope: str, stream: str) -> None:
-        _delta.delete(self.spark, self.streams_path,
-                      f"scope = {sql_str(scope)} AND stream = {sql_str(stream)}")
+        txn, files, found = self._stream_partition(scope, stream)
+        if found is not None:
+            self._replace(txn, files, [], STREAMS_SCHEMA, (STREAM_KEY,))
 
     # ---- per-stream tables -------------------------------------------------------------------
     def create_stream_tables(self, scope: str, stream: str, initial: Sequence[SegmentRecord]) -> None:
         """Create the segments table holding ``initial`` and the empty events table (idempotent)."""
-        _delta.create_table(self.spark, self.segments_path(scope, stream), SEGMENTS_SCHEMA)
-        self.merge_segments(scope, stream, initial)
+        _delta.create_table_with_rows(self.spark, self.segments_path(scope, stream),
+                                      self.spark.createDataFrame(self._segment_rows(initial), SEGMENTS_SCHEMA).coalesce(1))
         _delta.create_table(self.spark, self.events_path(scope, stream), EVENTS_SCHEMA,
                             (EVENTS_PARTITION,), EVENTS_PROPERTIES)
         _delta.create_table(self.spark, self.retention_set_path(scope, stream), RETENTION_SET_SCHEMA)
@@ -213,31 +269,39 @@ class Store:
         return _delta.read(self.spark, self.segments_path(scope, stream))
 
     def segment_records(self, scope: str, stream: str) -> list[SegmentRecord]:
-        path = self.segments_path(scope, stream)
+        rows = self._latest_rows(self.segments_path(scope, stream))
+        return sorted((SegmentRecord(r["segment_id"], r["key_start"], r["key_end"],
+                                     from_spark_time(r["creation_time"]), r["sealed_epoch"], r["sealed_size"])
+                       for r in rows), key=lambda s: s.segment_id)
 
-        def load(version: int) -> tuple[SegmentRecord, ...]:
-            rows = _delta.read(self.spark, path, version).collect()
-            return tuple(sorted((SegmentRecord(r["segment_id"], r["key_start"], r["key_end"],
-                                               from_spark_time(r["creation_time"]),
-                                               r["sealed_epoch"], r["sealed_size"]) for r in rows),
-                                key=lambda s: s.segment_id))
-
-        return list(self._cached(path, ("segments",), load))
-
-    def merge_segments(self, scope: str, stream: str, records: Iterable[SegmentRecord]) -> None:
-        """Upsert segment rows (idempotent: the same records give the same table)."""
-        rows = [(r.segment_id, r.segment_number, r.creation_epoch, float(r.key_start),
+    @staticmethod
+    def _segment_rows(records: Iterable[SegmentRecord]) -> list[tuple]:
+        return [(r.segment_id, r.segment_number, r.creation_epoch, float(r.key_start),
                  float(r.key_end), r.creation_time or utc_now(), r.sealed_epoch, r.sealed_size)
                 for r in records]
-        if not rows:
+
+    def merge_segments(self, scope: str, stream: str, records: Iterable[SegmentRecord]) -> None:
+        """Upsert segment rows (idempotent: the same records give the same table).
+
+        One commit that reads the whole (small) table and replaces it with one file: new segments
+        are added, known ones take the given ``sealed_epoch`` and ``sealed_size``."""
+        new = {row[0]: row for row in self._segment_rows(records)}
+        if not new:
             return
-        source = self.spark.createDataFrame(rows, SEGMENTS_SCHEMA)
         path = self.segments_path(scope, stream)
-        _delta.retrying(
-            lambda: _delta.merge(self.spark, path, source, "t.segment_id = s.segment_id",
-                                 update={"sealed_epoch": "s.sealed_epoch",
-                                         "sealed_size": "s.sealed_size"}),
-            f"update segments of {scope}/{stream}")
+
+        def attempt() -> None:
+            txn = _delta.Transaction(self.spark, path)
+            files = txn.read_whole_table()
+            rows = {r["segment_id"]: tuple(r[c] for c in SEGMENTS_SCHEMA.fieldNames()) for r in txn.rows(files)}
+            merged = dict(rows)
+            for sid, row in new.items():
+                merged[sid] = rows[sid][:6] + row[6:] if sid in rows else row
+            if merged == rows:
+                return
+            self._replace(txn, files, [merged[sid] for sid in sorted(merged)], SEGMENTS_SCHEMA)
+
+        _delta.retrying(attempt, f"update segments of {scope}/{stream}")
 
     # ---- events ------------------------------------------------------------------------------
     def events(self, scope: str, stream: str, version: int | None = None) -> DataFrame:
@@ -253,16 +317,34 @@ class Store:
 
     def segment_tails(self, scope: str, stream: str, segment_ids: Iterable[int],
                       version: int | None = None) -> dict[int, SegmentTail]:
-        """Length of each segment (0 if empty) and whether it is sealed, in one aggregate."""
+        """Length of each segment (0 if empty) and whether it is sealed, at the events table's
+        latest version (or ``version``). Known per version: asking again before the table changes
+        costs a look at its log. From file statistics in the checksum file when it lists the
+        files (no Spark job), else one aggregate over the data."""
         ids = sorted(set(segment_ids))
         if not ids:
             return {}
-        rows = (self.events(scope, stream, version).where(F.col("segment_id").isin(ids))
-                .groupBy("segment_id")
-                .agg(F.max("next_offset").alias("tail"), F.max("record_type").alias("kind"))
-                .collect())
-        found = {r["segment_id"]: SegmentTail(int(r["tail"]), r["kind"] > RECORD_EVENT) for r in rows}
-        return {sid: found.get(sid, SegmentTail(0, False)) for sid in ids}
+        path = self.events_path(scope, stream)
+        snap = _delta.snapshot(self.spark, path, version)
+        state = (int(snap.version()), str(snap.metadata().id()))
+        hit = self._cache.get((path, ("tails", tuple(ids))))
+        if hit is not None and hit[0] == state:
+            return hit[1]
+        files = _delta.crc_files(snap)
+        maxima = (_delta.maxima_of(files, EVENTS_PARTITION, ids, ["next_offset", "record_type"])
+                  if files is not None else None)
+        if maxima is not None:
+            found = {sid: SegmentTail(int(m["next_offset"]), m["record_type"] > RECORD_EVENT)
+                     for sid, m in maxima.items()}
+        else:
+            rows = (self.events(scope, stream, state[0]).where(F.col("segment_id").isin(ids))
+                    .groupBy("segment_id")
+                    .agg(F.max("next_offset").alias("tail"), F.max("record_type").alias("kind"))
+                    .collect())
+            found = {r["segment_id"]: SegmentTail(int(r["tail"]), r["kind"] > RECORD_EVENT) for r in rows}
+        tails = {sid: found.get(sid, SegmentTail(0, False)) for sid in ids}
+        self._cache[(path, ("tails", tuple(ids)))] = (state, tails)
+        return tails
 
     def segment_tails_in(self, txn: _delta.Transaction, scope: str, stream: str,
                          segment_ids: Sequence[int]) -> dict[int, SegmentTail]:
@@ -297,22 +379,23 @@ class Store:
         segments meanwhile, so an append and a seal never both succeed for the same bytes.
         """
         path = self.events_path(scope, stream)
+        ids = sorted({int(s) for s in segment_ids})
 
         def attempt() -> dict[int, int]:
-            tails = self.segment_tails(scope, stream, segment_ids)
+            txn = _delta.Transaction(self.spark, path)
+            txn.track_partitions(EVENTS_PARTITION, ids)
+            tails = self.segment_tails_in(txn, scope, stream, ids)
             todo = {sid: t.length for sid, t in tails.items() if not t.sealed}
             if todo:
                 now = utc_now()
                 markers = self.spark.createDataFrame(
                     [(sid, size, size, RECORD_SEAL, None, None, None, now, None) for sid, size in todo.items()],
                     EVENTS_SCHEMA)
-                outcome = _delta.merge(self.spark, path, markers, self.append_guard(todo))
-                if outcome.inserted != len(todo):
-                    raise _delta.Retry("segment grew or was sealed meanwhile")
+                actions, _ = txn.write(markers, (EVENTS_PARTITION,))
+                txn.commit(actions, (EVENTS_PARTITION,))
             return {sid: t.length for sid, t in tails.items()}
 
-        return _delta.retrying(attempt, f"seal segments {list(segment_ids)} of {scope}/{stream}",
-                               SEAL_RETRY)
+        return _delta.retrying(attempt, f"seal segments {ids} of {scope}/{stream}", SEAL_RETRY)
 
     # ---- truncation --------------------------------------------------------------------------
     def mark_truncation_starts(self, scope: str, stream: str, starts: Mapping[int, int]) -> int:

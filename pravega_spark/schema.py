@@ -3,7 +3,7 @@
 Layout of a store (``root``)::
 
     root/_pravega/scopes              scope catalog
-    root/_pravega/streams             stream catalog + state (partitioned by scope, stream)
+    root/_pravega/streams             stream catalog + state (partitioned by stream_key, a hash)
     root/<scope>/<stream>/segments    the stream's segment history (one row per segment)
     root/<scope>/<stream>/events      the stream's data (partitioned by segment_id)
     root/<scope>/<stream>/retention_set   periodic tail cuts with recording time and size
@@ -84,7 +84,13 @@ SCOPES_SCHEMA = StructType([
     StructField("creation_time", TimestampType(), False),
 ])
 
+# The streams table is partitioned by a fixed-length hash of the scoped name, not by the names
+# themselves: a 250-character stream name would make a partition directory longer than file
+# systems allow (255 bytes). Each stream's row still has a partition (and a fence) of its own.
+STREAM_KEY = "stream_key"
+
 STREAMS_SCHEMA = StructType([
+    StructField(STREAM_KEY, StringType(), False),
     StructField("scope", StringType(), False),
     StructField("stream", StringType(), False),
     StructField("state", StringType(), False),

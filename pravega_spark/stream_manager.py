@@ -104,10 +104,11 @@ class StreamManager:
 
     def __init__(self, spark: SparkSession, root: str) -> None:
         self.spark = spark
-        self.root = str(root).rstrip("/")
-        # every commit to an events table keeps its application versions in the checksum file
-        # (see ``_delta.CRC_APP_VERSIONS_CONF``)
-        spark.conf.set(_delta.CRC_APP_VERSIONS_CONF, _delta.CRC_APP_VERSIONS)
+        # a relative root ("lake") is made absolute here, once: Delta reads a relative path as a
+        # table name
+        self.root = _delta.qualify(spark, str(root))
+        # checksum files list application versions and small tables' files (``_delta.SESSION_CONF``)
+        _delta.configure_session(spark)
         self._store = Store(spark, self.root)
         self._store.ensure_system_tables()
 

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
 from . import _delta
-from ._delta import CRC_APP_VERSIONS, CRC_APP_VERSIONS_CONF
+from ._delta import SESSION_CONF
 from ._failpoints import failpoint
 from .errors import EventTooLargeError, InvalidConfigError, PravegaSparkError
 from .routing import with_event_checks, with_key_position, with_offsets, with_segment_id
@@ -46,7 +46,7 @@ WRITER_CONF = {
     "parquet.size.statistics.enabled": "false",
     # application versions (idempotent write numbers, transaction states) are read from each
     # commit's checksum file: keep them listed there (Delta's default stops at 100)
-    CRC_APP_VERSIONS_CONF: CRC_APP_VERSIONS,
+    **SESSION_CONF,
 }
 
 # How many commits after its own a writer replays from the log to keep using its known tails.

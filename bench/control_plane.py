@@ -53,9 +53,10 @@ def main(argv=None) -> int:
     def events(n: int = 10):
         return spark.createDataFrame([(f"k{i}", b"x" * 100) for i in range(n)], "routing_key string, event binary")
 
-    for run in range(args.runs):
-        record("raw append", timed(lambda r=run: spark.createDataFrame([("a", r)], schema)
-                                   .write.format("delta").mode("append").save(raw_path)))
+    def one_run(run: int) -> None:
+        raw_append = lambda: (spark.createDataFrame([("a", run)], schema)  # noqa: E731
+                              .write.format("delta").mode("append").save(raw_path))
+        record("raw append", timed(raw_append))
         scope = f"s{run}"
         record("create_scope", timed(lambda: manager.create_scope(scope)))
         record("create_stream", timed(lambda: manager.create_stream(
@@ -64,8 +65,7 @@ def main(argv=None) -> int:
         batch = events()
         record("first write_events", timed(lambda: writer.write_events(batch)))
         record("write_events", timed(lambda: writer.write_events(batch)))
-        record("raw append", timed(lambda r=run: spark.createDataFrame([("a", r)], schema)
-                                   .write.format("delta").mode("append").save(raw_path)))
+        record("raw append", timed(raw_append))
         manager.tail_stream_cut(scope, "t")
         record("tail_stream_cut", timed(lambda: manager.tail_stream_cut(scope, "t")))
         record("stream_info", timed(lambda: manager.stream_info(scope, "t")))
@@ -75,6 +75,9 @@ def main(argv=None) -> int:
         record("truncate_stream", timed(lambda: manager.truncate_stream(scope, "t", cut)))
         record("seal_stream", timed(lambda: manager.seal_stream(scope, "t")))
         record("delete_stream", timed(lambda: manager.delete_stream(scope, "t")))
+
+    for run in range(args.runs):
+        one_run(run)
         print(f"run {run + 1}/{args.runs} done", flush=True)
 
     raw = statistics.median(times["raw append"])

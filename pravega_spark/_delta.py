@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import time
 import uuid
@@ -79,6 +80,9 @@ def qualify(spark: SparkSession, path: str) -> str:
     jvm = spark.sparkContext._jvm
     hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
     fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not hadoop_path.isAbsolute() and str(fs.getUri().getScheme()) == "file":
+        # relative to this Python process's working directory (the JVM's may differ after a chdir)
+        hadoop_path = jvm.org.apache.hadoop.fs.Path(os.path.abspath(path))
     return str(fs.makeQualified(hadoop_path).toString()).rstrip("/")
 
 
@@ -202,6 +206,11 @@ def snapshot(spark: SparkSession, path: str, version: int | None = None):  # -> 
     if version is None:
         return delta_log.update(False, none, none)
     return delta_log.getSnapshotAt(int(version), none, none, False)
+
+
+def exists(spark: SparkSession, path: str) -> bool:
+    """Whether a Delta table exists at ``path`` (a log listing; no Spark job)."""
+    return int(snapshot(spark, path).version()) >= 0
 
 
 def crc_files(snap) -> list | None:
@@ -367,6 +376,24 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> Non
     DeltaTable.forPath(session, path).vacuum(retention_hours)
 
 
+def _arrow_type(spark_type):
+    """The pyarrow type Spark reads back as ``spark_type`` (the types of our tables)."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    simple = {T.StringType: pa.string(), T.LongType: pa.int64(), T.IntegerType: pa.int32(),
+              T.DoubleType: pa.float64(), T.BooleanType: pa.bool_(), T.BinaryType: pa.binary(),
+              T.TimestampType: pa.timestamp("us", tz="UTC")}
+    for kind, arrow in simple.items():
+        if isinstance(spark_type, kind):
+            return arrow
+    if isinstance(spark_type, T.ArrayType):
+        return pa.list_(_arrow_type(spark_type.elementType))
+    if isinstance(spark_type, T.StructType):
+        return pa.struct([pa.field(f.name, _arrow_type(f.dataType)) for f in spark_type.fields])
+    raise TypeError(f"no Arrow type for {spark_type}")
+
+
 def maxima_of(files: list, column: str, values: list[int], fields: list[str]) -> dict[int, dict] | None:
     """Per partition value, the maximum of each of ``fields`` over ``files``' statistics (None
     if a file lacks them): ``Transaction.partition_maxima`` without a Spark job."""
@@ -499,6 +526,56 @@ class Transaction:
     def rows(self, files: list) -> list[dict]:
         """The rows of ``files`` (small files: see ``read_rows``)."""
         return read_rows(self.spark, self.path, files)
+
+    def write_rows(self, rows: list[tuple], schema: StructType, partition_by: tuple[str, ...] = (),
+                   stats_columns: tuple[str, ...] = ()) -> list:
+        """Write a few rows (tuples in ``schema``'s order) as new files of the table, one per
+        partition, without a Spark job: encoded with pyarrow in this process and put through the
+        table's Hadoop file system. Returns their add actions (for ``commit``), with statistics
+        (record count; min, max and null count of ``stats_columns``). Not yet visible."""
+        by_partition: dict[tuple, list[tuple]] = {}
+        names = schema.fieldNames()
+        keys = [names.index(c) for c in partition_by]
+        for row in rows:
+            by_partition.setdefault(tuple(str(row[i]) for i in keys), []).append(row)
+        data_fields = [f for f in schema.fields if f.name not in partition_by]
+        return [self._write_file([tuple(r[names.index(f.name)] for f in data_fields) for r in part_rows],
+                                 data_fields, dict(zip(partition_by, values, strict=True)), stats_columns)
+                for values, part_rows in by_partition.items()]
+
+    def _write_file(self, rows: list[tuple], fields: list, partition: dict[str, str],
+                    stats_columns: tuple[str, ...]):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in fields]
+        arrow_schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType)) for f in fields])
+        table = pa.table([pa.array(list(c), type=t.type) for c, t in zip(columns, arrow_schema, strict=True)],
+                         schema=arrow_schema)
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="snappy")
+        data = sink.getvalue().to_pybytes()
+        folder = "".join(f"{k}={v}/" for k, v in partition.items())
+        relative = f"{folder}part-00000-{uuid.uuid4()}.c000.snappy.parquet"
+        jvm = self._jvm
+        full = jvm.org.apache.hadoop.fs.Path(jvm.org.apache.hadoop.fs.Path(self.path), relative)
+        fs = full.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration())
+        out = fs.create(full, False)
+        try:
+            out.write(bytearray(data))
+        finally:
+            out.close()
+        stats = {"numRecords": len(rows), "minValues": {}, "maxValues": {}, "nullCount": {}}
+        for i, f in enumerate(fields):
+            if f.name not in stats_columns:
+                continue
+            values = [r[i] for r in rows if r[i] is not None]
+            stats["nullCount"][f.name] = len(rows) - len(values)
+            if values:
+                stats["minValues"][f.name], stats["maxValues"][f.name] = min(values), max(values)
+        add = {"path": relative, "partitionValues": partition, "size": len(data),
+               "modificationTime": int(time.time() * 1000), "dataChange": True, "stats": json.dumps(stats)}
+        return jvm.org.apache.spark.sql.delta.actions.Action.fromJson(json.dumps({"add": add}))
 
     def write(self, df: DataFrame, partition_by: tuple[str, ...]) -> tuple[object, list[AddedFile]]:
         """Write ``df``'s rows as new files of the table (not yet visible: see ``commit``)."""
@@ -641,7 +718,9 @@ class Transaction:
         jvm = self._jvm
         none = jvm.scala.Option.empty()
         items = []
-        if actions is not None:
+        if isinstance(actions, list):
+            items.extend(actions)
+        elif actions is not None:
             it = actions.iterator()
             while it.hasNext():
                 items.append(it.next())

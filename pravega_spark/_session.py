@@ -35,9 +35,16 @@ def delta_artifact() -> str:
     return f"io.delta:delta-spark_{major_minor}_{SCALA_VERSION}:{DELTA_VERSION}"
 
 
+def maven_repository() -> Path:
+    """The local Maven repository that ``scripts/setup.sh`` fills: ``$M2_REPOSITORY``, else
+    ``~/.m2/repository`` under ``$HOME`` (set-up passes it to mvn as ``-Dmaven.repo.local``, so the
+    JVM's ``user.home`` does not matter)."""
+    return Path(os.environ.get("M2_REPOSITORY") or Path(os.environ.get("HOME") or Path.home()) / ".m2" / "repository")
+
+
 def local_delta_jars(m2_repository: str | os.PathLike[str] | None = None) -> list[str] | None:
     """Paths of Delta's jars in the local Maven repository, or None when they are not there."""
-    repo = Path(m2_repository or os.environ.get("M2_REPOSITORY") or Path.home() / ".m2" / "repository")
+    repo = Path(m2_repository or maven_repository())
     group, artifact, version = delta_artifact().split(":")
     jars = [
         repo / "io" / "delta" / artifact / version / f"{artifact}-{version}.jar",
@@ -81,7 +88,8 @@ def spark_session(**spark_conf: str) -> SparkSession:
         if jars:
             conf["spark.jars"] = ",".join(jars)
         else:
-            log.warning("Delta jars not found in ~/.m2; asking Spark to fetch %s", delta_artifact())
+            log.warning("Delta jars not found in %s (run `make setup`); asking Spark to fetch %s",
+                        maven_repository(), delta_artifact())
             conf["spark.jars.packages"] = delta_artifact()
     for key, value in conf.items():
         builder = builder.config(key, value)

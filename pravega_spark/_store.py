@@ -22,6 +22,7 @@ from .schema import (
     EVENTS_PARTITION,
     EVENTS_PROPERTIES,
     EVENTS_SCHEMA,
+    EVENTS_STATS_COLUMNS,
     EVENTS_TABLE,
     RECORD_EVENT,
     RECORD_SEAL,
@@ -178,8 +179,7 @@ class Store:
             files = txn.read_whole_table()
             if any(r["scope"] == scope for r in txn.rows(files)):
                 return False
-            actions, _ = txn.write(self.spark.createDataFrame([(scope, utc_now())], SCOPES_SCHEMA), ())
-            txn.commit(actions)
+            txn.commit(txn.write_rows([(scope, utc_now())], SCOPES_SCHEMA))
             return True
 
         return _delta.retrying(attempt, f"create scope {scope}")
@@ -199,9 +199,7 @@ class Store:
     def _replace(self, txn: _delta.Transaction, files: list, rows: list, schema: StructType,
                  partition_by: tuple[str, ...] = ()) -> int:
         """Commit ``rows`` (one new file) in place of ``files``; returns the version."""
-        actions = None
-        if rows:
-            actions, _ = txn.write(self.spark.createDataFrame(rows, schema).coalesce(1), partition_by)
+        actions = txn.write_rows(rows, schema, partition_by) if rows else None
         return txn.commit(actions, partition_by, extra=txn.removals(files))
 
     # ---- streams -----------------------------------------------------------------------------
@@ -253,13 +251,14 @@ class Store:
 
     # ---- per-stream tables -------------------------------------------------------------------
     def create_stream_tables(self, scope: str, stream: str, initial: Sequence[SegmentRecord]) -> None:
-        """Create the segments table holding ``initial`` and the empty events table (idempotent)."""
+        """Create the segments table holding ``initial`` and the empty events table (idempotent).
+
+        The retention set and subscribers tables are created on first write (``_table``): until
+        then they read as empty."""
         _delta.create_table_with_rows(self.spark, self.segments_path(scope, stream),
                                       self.spark.createDataFrame(self._segment_rows(initial), SEGMENTS_SCHEMA).coalesce(1))
         _delta.create_table(self.spark, self.events_path(scope, stream), EVENTS_SCHEMA,
                             (EVENTS_PARTITION,), EVENTS_PROPERTIES)
-        _delta.create_table(self.spark, self.retention_set_path(scope, stream), RETENTION_SET_SCHEMA)
-        _delta.create_table(self.spark, self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA)
 
     def remove_stream_tables(self, scope: str, stream: str) -> bool:
         return _delta.remove_path(self.spark, self.stream_dir(scope, stream))
@@ -388,11 +387,9 @@ class Store:
             todo = {sid: t.length for sid, t in tails.items() if not t.sealed}
             if todo:
                 now = utc_now()
-                markers = self.spark.createDataFrame(
-                    [(sid, size, size, RECORD_SEAL, None, None, None, now, None) for sid, size in todo.items()],
-                    EVENTS_SCHEMA)
-                actions, _ = txn.write(markers, (EVENTS_PARTITION,))
-                txn.commit(actions, (EVENTS_PARTITION,))
+                markers = [(sid, size, size, RECORD_SEAL, None, None, None, now, None) for sid, size in todo.items()]
+                txn.commit(txn.write_rows(markers, EVENTS_SCHEMA, (EVENTS_PARTITION,), EVENTS_STATS_COLUMNS),
+                           (EVENTS_PARTITION,))
             return {sid: t.length for sid, t in tails.items()}
 
         return _delta.retrying(attempt, f"seal segments {ids} of {scope}/{stream}", SEAL_RETRY)
@@ -438,12 +435,29 @@ class Store:
             lambda: _delta.delete_with_metrics(self.spark, self.events_path(scope, stream), condition),
             f"truncate segments of {scope}/{stream}")
 
+    # ---- tables created on first write -------------------------------------------------------
+    def _table(self, path: str, schema: StructType) -> str:
+        """``path``, after creating its (empty) table if it does not exist yet."""
+        if not _delta.exists(self.spark, path):
+            _delta.create_table(self.spark, path, schema)
+        return path
+
+    def _read_or_empty(self, path: str, schema: StructType) -> DataFrame:
+        if _delta.exists(self.spark, path):
+            return _delta.read(self.spark, path)
+        return self.spark.createDataFrame([], schema)
+
     # ---- retention set -----------------------------------------------------------------------
+    def retention_set(self, scope: str, stream: str) -> DataFrame:
+        return self._read_or_empty(self.retention_set_path(scope, stream), RETENTION_SET_SCHEMA)
+
     def retention_records(self, scope: str, stream: str) -> list:  # -> list[RetentionRecord]
         """The stream's retention set, oldest first."""
         from .retention import RetentionRecord
 
         path = self.retention_set_path(scope, stream)
+        if not _delta.exists(self.spark, path):
+            return []
 
         def load(version: int) -> tuple:
             rows = _delta.read(self.spark, path, version).orderBy("recording_time").collect()
@@ -458,7 +472,8 @@ class Store:
         source = self.spark.createDataFrame(
             [(record.recording_time, int(record.recording_size), record.stream_cut.as_text())], RETENTION_SET_SCHEMA)
         outcome = _delta.retrying(
-            lambda: _delta.merge(self.spark, self.retention_set_path(scope, stream), source,
+            lambda: _delta.merge(self.spark, self._table(self.retention_set_path(scope, stream), RETENTION_SET_SCHEMA),
+                                 source,
                                  "t.recording_time >= s.recording_time"),
             f"add retention record of {scope}/{stream}")
         return outcome.inserted == 1
@@ -466,12 +481,15 @@ class Store:
     def drop_retention_records(self, scope: str, stream: str, up_to: datetime) -> None:
         """Drop every record recorded at or before ``up_to``."""
         cond = f"recording_time <= to_timestamp('{up_to.astimezone(timezone.utc).isoformat()}')"
-        _delta.retrying(lambda: _delta.delete(self.spark, self.retention_set_path(scope, stream), cond),
+        path = self.retention_set_path(scope, stream)
+        if not _delta.exists(self.spark, path):
+            return
+        _delta.retrying(lambda: _delta.delete(self.spark, path, cond),
                         f"drop retention records of {scope}/{stream}")
 
     # ---- subscribers -------------------------------------------------------------------------
     def subscribers(self, scope: str, stream: str) -> DataFrame:
-        return _delta.read(self.spark, self.subscribers_path(scope, stream))
+        return self._read_or_empty(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA)
 
     def subscriber(self, scope: str, stream: str, subscriber: str) -> tuple[int, dict[int, int]] | None:
         """``(generation, cut positions)`` of one subscriber, or None if it is not subscribed."""
@@ -483,6 +501,8 @@ class Store:
     def has_subscriber_cuts(self, scope: str, stream: str) -> bool:
         """Whether any subscriber has published a cut (checked once per table version)."""
         path = self.subscribers_path(scope, stream)
+        if not _delta.exists(self.spark, path):
+            return False
         return self._cached(path, ("published",), lambda version: _delta.read(self.spark, path, version)
                             .where(F.size("stream_cut") > 0).limit(1).count() > 0)
 
@@ -497,8 +517,8 @@ class Store:
         ``addSubscriber``); an older or equal generation changes nothing. True if changed."""
         source = self.spark.createDataFrame([(subscriber, int(generation), [], utc_now())], SUBSCRIBERS_SCHEMA)
         outcome = _delta.retrying(
-            lambda: _delta.merge(self.spark, self.subscribers_path(scope, stream), source,
-                                 "t.subscriber = s.subscriber",
+            lambda: _delta.merge(self.spark, self._table(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA),
+                                 source, "t.subscriber = s.subscriber",
                                  update={"generation": "s.generation", "update_time": "s.update_time"},
                                  update_condition="t.generation < s.generation"),
             f"add subscriber {subscriber} to {scope}/{stream}")
@@ -507,7 +527,10 @@ class Store:
     def delete_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> None:
         """Remove the subscriber unless it has a newer generation than ``generation``."""
         cond = f"subscriber = {sql_str(subscriber)} AND generation <= {int(generation)}"
-        _delta.retrying(lambda: _delta.delete(self.spark, self.subscribers_path(scope, stream), cond),
+        path = self.subscribers_path(scope, stream)
+        if not _delta.exists(self.spark, path):
+            return
+        _delta.retrying(lambda: _delta.delete(self.spark, path, cond),
                         f"remove subscriber {subscriber} from {scope}/{stream}")
 
     def compare_and_set_subscriber_cut(self, scope: str, stream: str, subscriber: str, generation: int,

@@ -134,6 +134,8 @@ EVENTS_SCHEMA = StructType([
 ])
 
 EVENTS_PARTITION = "segment_id"
+# the numeric statistics a control record's file (seal, truncate) carries when written directly
+EVENTS_STATS_COLUMNS = ("offset", "next_offset", "record_type", "event_offset")
 # File statistics on the columns that tails, seals, cuts and times are read from (and that data
 # skipping uses); none on the payload or the routing key, which would only slow every write.
 EVENTS_PROPERTIES = {

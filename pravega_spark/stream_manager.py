@@ -613,7 +613,7 @@ class StreamManager:
     def retention_set(self, scope: str, stream: str) -> DataFrame:
         """The stream's retention set: ``recording_time, recording_size, stream_cut`` (text)."""
         self._stream(scope, stream)
-        return _delta.read(self.spark, self._store.retention_set_path(scope, stream)).orderBy("recording_time")
+        return self._store.retention_set(scope, stream).orderBy("recording_time")
 
     @staticmethod
     def _check_subscriber(subscriber: str, generation: int) -> None:

@@ -2,7 +2,7 @@
 
 Per stream, two tables (created on first use):
 
-- ``writer_marks`` (partitioned by ``writer_id``): each writer's latest ``note_time`` — its time,
+- ``writer_marks`` (partitioned by ``writer_key``, a hash of the writer id): each writer's latest ``note_time`` — its time,
   its position (the end of its latest write in each segment it wrote), whether it is alive
   (``close()`` clears it), when it noted, and since when the watermark job has seen it stale.
 - ``watermarks``: the emitted watermarks, each a lower and upper time bound and a stream cut that
@@ -27,6 +27,7 @@ Python over segment records; the rest reads and commits the two tables.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -48,7 +49,9 @@ WATERMARKS_TABLE = "watermarks"
 # Pravega's StreamConfiguration default (0: a stale writer is not waited for).
 DEFAULT_AGGREGATION_TIMEOUT = timedelta(0)
 
-WRITER_MARKS_DDL = ("writer_id string not null, time timestamp not null, position "
+# partitioned by a fixed-length hash of the writer id: a writer id is any string, and a partition
+# directory named after it could exceed the file system's 255 bytes
+WRITER_MARKS_DDL = ("writer_key string not null, writer_id string not null, time timestamp not null, position "
                     f"{CUT_ENTRIES.simpleString()} not null, is_alive boolean not null, "
                     "note_time timestamp not null, stale_since timestamp")
 WATERMARKS_DDL = ("lower_time_bound timestamp not null, upper_time_bound timestamp not null, "
@@ -218,10 +221,15 @@ def _ensure_tables(manager, scope: str, stream: str) -> tuple[str, str]:
     from pyspark.sql.types import _parse_datatype_string
 
     marks_path, wm_path = _paths(manager, scope, stream)
-    for path, ddl, parts in ((marks_path, WRITER_MARKS_DDL, ("writer_id",)), (wm_path, WATERMARKS_DDL, ())):
+    for path, ddl, parts in ((marks_path, WRITER_MARKS_DDL, ("writer_key",)), (wm_path, WATERMARKS_DDL, ())):
         if not _delta.is_table(manager.spark, path):
             _delta.create_table(manager.spark, path, _parse_datatype_string(ddl), parts)
     return marks_path, wm_path
+
+
+def writer_key(writer_id: str) -> str:
+    """The writer marks table's partition value of a writer: 16 hex digits of SHA-1 of its id."""
+    return hashlib.sha1(writer_id.encode()).hexdigest()[:16]
 
 
 def _utc(ts: datetime) -> datetime:
@@ -254,7 +262,7 @@ def note_writer_mark(manager, scope: str, stream: str, writer_id: str, ts: datet
     manager._stream(scope, stream)
     marks_path, _ = _ensure_tables(manager, scope, stream)
     spark = manager.spark
-    key = _lit(writer_id)
+    key = _lit(writer_key(writer_id))
 
     def attempt() -> WriterMark:
         rows = _delta.read(spark, marks_path).where(F.col("writer_id") == writer_id).collect()
@@ -268,8 +276,9 @@ def note_writer_mark(manager, scope: str, stream: str, writer_id: str, ts: datet
                 raise InvalidWriterMarkError(f"writer {writer_id!r}: position went backwards in {behind}")
         now = datetime.now(timezone.utc)
         entries = [(int(s), int(o)) for s, o in sorted(position.items())]
-        source = spark.createDataFrame([(writer_id, ts, entries, True, now, None)], WRITER_MARKS_DDL)
-        outcome = _delta.merge(spark, marks_path, source, f"t.writer_id = {key} AND t.writer_id = s.writer_id",
+        source = spark.createDataFrame([(writer_key(writer_id), writer_id, ts, entries, True, now, None)],
+                                       WRITER_MARKS_DDL)
+        outcome = _delta.merge(spark, marks_path, source, f"t.writer_key = {key} AND t.writer_id = s.writer_id",
                                update={c: f"s.{c}" for c in ("time", "position", "is_alive", "note_time", "stale_since")},
                                update_condition="t.time <= s.time")
         if outcome.affected == 0:
@@ -286,10 +295,10 @@ def shut_down_writer(manager, scope: str, stream: str, writer_id: str) -> bool:
     marks_path, _ = _paths(manager, scope, stream)
     if not _delta.is_table(manager.spark, marks_path):
         return False
-    key = _lit(writer_id)
+    key = _lit(writer_key(writer_id))
     source = manager.spark.createDataFrame([(writer_id,)], "writer_id string")
     outcome = _delta.retrying(
-        lambda: _delta.merge(manager.spark, marks_path, source, f"t.writer_id = {key} AND t.writer_id = s.writer_id",
+        lambda: _delta.merge(manager.spark, marks_path, source, f"t.writer_key = {key} AND t.writer_id = s.writer_id",
                              insert=False, update={"is_alive": "false"}, update_condition="t.is_alive"),
         f"shut down writer {writer_id} on {scope}/{stream}")
     return outcome.updated > 0

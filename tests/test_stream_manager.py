@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import datetime, timezone
 
 import pytest
 
@@ -106,3 +107,40 @@ def test_error_paths_change_nothing(manager, root, spark, stream2):
     with pytest.raises(ps.ScopeNotEmptyError):
         manager.delete_scope(scope)
     assert table_versions(spark, root) == before
+
+
+def test_relative_root_is_qualified_once(spark, tmp_path, monkeypatch):
+    """A notebook user's ``StreamManager(spark, "lake")``: every table lands under the working
+    directory (regression: Delta took the relative table path for a table name and failed)."""
+    monkeypatch.chdir(tmp_path)
+    manager = ps.StreamManager(spark, "lake")
+    assert manager.root == f"file:{tmp_path}/lake"
+    assert manager.create_scope("iot")
+    assert manager.create_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
+    writer = manager.create_event_writer("iot", "sensors")
+    writer.write_event(b"x", routing_key="k")
+    assert [r.event for r in manager.read_events("iot", "sensors").collect()] == [b"x"]
+    assert (tmp_path / "lake" / "iot" / "sensors" / "events" / "_delta_log").is_dir()
+    assert ps.StreamManager(spark, str(tmp_path / "lake")).check_stream_exists("iot", "sensors")
+
+
+def test_longest_names_fit_every_path_component(spark, manager, root):
+    """Scope and stream names at Pravega's limits (255 and 250 chars): every table, the catalog's
+    partitions included, keeps its path components within the file system's 255 bytes
+    (regression: the catalog's ``stream=<name>`` partition directory was 257 bytes)."""
+    scope, stream = "s" * 255, "t-" * 124 + "t."
+    assert len(stream) == 250
+    assert manager.create_scope(scope)
+    assert manager.create_stream(scope, stream, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
+    writer = manager.create_event_writer(scope, stream, writer_id="w" * 250)
+    writer.write_events(spark.createDataFrame([(f"k{i}", b"e") for i in range(20)], "routing_key string, event binary"))
+    writer.note_time(datetime(2026, 1, 1, tzinfo=timezone.utc))
+    manager.add_subscriber(scope, stream, "g" * 250, 1)
+    manager.update_subscriber_stream_cut(scope, stream, "g" * 250, 1, manager.tail_stream_cut(scope, stream))
+    assert manager.scale_stream(scope, stream, [0], [(0.0, 0.25), (0.25, 0.5)]) == 1
+    assert manager.read_events(scope, stream).count() == 20
+    assert [r.stream for r in manager.list_streams(scope).collect()] == [stream]
+    longest = max(len(part.encode()) for path, dirs, files in os.walk(root) for part in dirs + files)
+    assert longest <= 255
+    assert manager.seal_stream(scope, stream) and manager.delete_stream(scope, stream)
+    assert not manager.check_stream_exists(scope, stream)

@@ -235,6 +235,14 @@ def file_max_values(file) -> dict | None:
     return json.loads(stats).get("maxValues")
 
 
+def file_min_values(file) -> dict | None:
+    """A file's ``minValues`` statistics, or None if it has none."""
+    stats = file.stats()
+    if not stats:
+        return None
+    return json.loads(stats).get("minValues")
+
+
 _ROWS: dict[tuple[str, str], tuple] = {}
 _ROWS_LIMIT = 20_000
 

@@ -405,15 +405,24 @@ class Store:
         """
         if not starts:
             return 0
-        present = {(r[0], r[1]) for r in self.events(scope, stream)
-                   .where(F.col("segment_id").isin(list(starts)) & (F.col("record_type") == RECORD_TRUNCATE))
-                   .select("segment_id", "offset").collect()}
+        txn = _delta.Transaction(self.spark, self.events_path(scope, stream))
+        files = txn.all_files()
+        if files is not None:  # a marker is always a file of its own: its statistics say so
+            present = set()
+            for f in files:
+                low, high = _delta.file_min_values(f) or {}, _delta.file_max_values(f) or {}
+                if low.get("record_type") == high.get("record_type") == RECORD_TRUNCATE:
+                    present.add((int(_delta.partition_value(f, EVENTS_PARTITION)), low.get("offset")))
+        else:
+            present = {(r[0], r[1]) for r in self.events(scope, stream, txn.read_version)
+                       .where(F.col("segment_id").isin(list(starts)) & (F.col("record_type") == RECORD_TRUNCATE))
+                       .select("segment_id", "offset").collect()}
         now = utc_now()
         rows = [(sid, off, off, RECORD_TRUNCATE, None, None, None, now, None)
                 for sid, off in sorted(starts.items()) if (sid, off) not in present]
-        if rows:
-            (self.spark.createDataFrame(rows, EVENTS_SCHEMA).write.format("delta").mode("append")
-             .save(self.events_path(scope, stream)))
+        if rows:  # a blind append: it claims no bytes, so it needs no fence
+            txn.commit(txn.write_rows(rows, EVENTS_SCHEMA, (EVENTS_PARTITION,), EVENTS_STATS_COLUMNS),
+                       (EVENTS_PARTITION,))
         return len(rows)
 
     def delete_segments(self, scope: str, stream: str, segment_ids: Sequence[int]) -> _delta.CommitMetrics:

@@ -235,6 +235,12 @@ def file_max_values(file) -> dict | None:
     return json.loads(stats).get("maxValues")
 
 
+def file_num_records(file) -> int:
+    """A file's record count from its statistics (0 if it has none)."""
+    stats = file.stats()
+    return int(json.loads(stats).get("numRecords", 0)) if stats else 0
+
+
 def file_min_values(file) -> dict | None:
     """A file's ``minValues`` statistics, or None if it has none."""
     stats = file.stats()
@@ -348,26 +354,6 @@ class CommitMetrics:
 
     def get(self, name: str) -> int:
         return self.metrics.get(name, 0)
-
-
-def delete_with_metrics(spark: SparkSession, path: str, condition: str) -> CommitMetrics:
-    """One DELETE commit; returns its version and metrics (version None if nothing matched).
-
-    The commit is found in the table's history by a unique ``userMetadata`` tag set in a session
-    of its own, so concurrent commits by others cannot be mistaken for it.
-    """
-    session = spark.newSession()
-    tag = f"pravega-spark-delete-{uuid.uuid4().hex}"
-    session.conf.set("spark.databricks.delta.commitInfo.userMetadata", tag)
-    before = version(spark, path)
-    DeltaTable.forPath(session, path).delete(condition)
-    rows = (DeltaTable.forPath(spark, path).history()
-            .where((F.col("version") > before) & (F.col("userMetadata") == tag))
-            .select("version", "operationMetrics").collect())
-    if not rows:
-        return CommitMetrics(None, {})
-    metrics = {k: int(v) for k, v in (rows[0]["operationMetrics"] or {}).items() if str(v).lstrip("-").isdigit()}
-    return CommitMetrics(int(rows[0]["version"]), metrics)
 
 
 def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> None:
@@ -528,6 +514,19 @@ class Transaction:
         if files is None:
             return self.files_where(None)
         self._txn.readWholeTable()
+        self._txn.trackFilesRead(self._seq(files))
+        return files
+
+    def read_files_in(self, column: str, values: list[int]) -> list:
+        """The snapshot's files in these (integer) partitions, with the files themselves as this
+        transaction's reads: a concurrent removal of one of them makes the commit fail, a
+        concurrent add to the partitions does not (when the checksum file lists the files;
+        otherwise Delta's ``filterFiles`` also fences the partitions)."""
+        files = self.all_files()
+        if files is None:
+            return self.files_in(column, values)
+        wanted = {str(int(v)) for v in values}
+        files = [f for f in files if partition_value(f, column) in wanted]
         self._txn.trackFilesRead(self._seq(files))
         return files
 
@@ -720,9 +719,24 @@ class Transaction:
         """Remove actions for ``files`` (a logical delete; VACUUM removes the bytes later)."""
         return [f.remove() for f in files]
 
-    def commit(self, actions, partition_by: tuple[str, ...] = (), extra: list | None = None) -> int:
-        """Commit ``actions`` (from ``write``, or None) plus ``extra`` actions (removals,
-        application versions) as one WRITE; returns the new table version."""
+    def record_metrics(self, metrics: dict[str, int]) -> None:
+        """Operation metrics for this commit's entry in the table's history (as Delta's own
+        commands record them, e.g. a DELETE's ``numRemovedFiles``)."""
+        jvm = self._jvm
+        sc = self.spark.sparkContext._jsc.sc()
+        registered = jvm.java.util.HashMap()
+        for name, value in metrics.items():
+            metric = jvm.org.apache.spark.sql.execution.metric.SQLMetrics.createMetric(sc, name)
+            metric.set(int(value))
+            registered.put(name, metric)
+        self._txn.registerSQLMetrics(self.spark._jsparkSession,
+                                     jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(registered))
+
+    def commit(self, actions, partition_by: tuple[str, ...] = (), extra: list | None = None,
+               delete_predicate: str | None = None) -> int:
+        """Commit ``actions`` (from ``write``/``write_rows``, or None) plus ``extra`` actions
+        (removals, application versions) as one WRITE, or as one DELETE of ``delete_predicate``
+        (SQL, recorded in the table's history); returns the new table version."""
         jvm = self._jvm
         none = jvm.scala.Option.empty()
         items = []
@@ -733,7 +747,11 @@ class Transaction:
             while it.hasNext():
                 items.append(it.next())
         items.extend(extra or [])
-        operation = getattr(jvm, "org.apache.spark.sql.delta.DeltaOperations$Write")(
-            jvm.org.apache.spark.sql.SaveMode.Append,
-            jvm.scala.Option.apply(self._seq(list(partition_by))), none, none, none, none, none, none, none)
+        if delete_predicate is not None:
+            parsed = self.spark._jsparkSession.sessionState().sqlParser().parseExpression(delete_predicate)
+            operation = getattr(jvm, "org.apache.spark.sql.delta.DeltaOperations$Delete")(self._seq([parsed]))
+        else:
+            operation = getattr(jvm, "org.apache.spark.sql.delta.DeltaOperations$Write")(
+                jvm.org.apache.spark.sql.SaveMode.Append,
+                jvm.scala.Option.apply(self._seq(list(partition_by))), none, none, none, none, none, none, none)
         return int(self._txn.commit(self._seq(items), operation))

@@ -426,13 +426,13 @@ class Store:
         return len(rows)
 
     def delete_segments(self, scope: str, stream: str, segment_ids: Sequence[int]) -> _delta.CommitMetrics:
-        """Delete whole segments: a partition-only DELETE, which removes files and rewrites none."""
+        """Delete whole segments: one DELETE commit that removes their files and rewrites none."""
         if not segment_ids:
             return _delta.CommitMetrics(None, {})
         ids = ", ".join(str(int(s)) for s in sorted(segment_ids))
-        return _delta.retrying(
-            lambda: _delta.delete_with_metrics(self.spark, self.events_path(scope, stream), f"segment_id IN ({ids})"),
-            f"delete segments of {scope}/{stream}")
+        return _delta.retrying(lambda: self._delete(scope, stream, {int(s): None for s in segment_ids},
+                                                    f"segment_id IN ({ids})"),
+                               f"delete segments of {scope}/{stream}")
 
     def delete_below(self, scope: str, stream: str, starts: Mapping[int, int]) -> _delta.CommitMetrics:
         """Delete the records below each segment's new start offset (files holding only such
@@ -440,9 +440,43 @@ class Store:
         if not starts:
             return _delta.CommitMetrics(None, {})
         condition = " OR ".join(f"(segment_id = {int(s)} AND offset < {int(o)})" for s, o in sorted(starts.items()))
-        return _delta.retrying(
-            lambda: _delta.delete_with_metrics(self.spark, self.events_path(scope, stream), condition),
-            f"truncate segments of {scope}/{stream}")
+        return _delta.retrying(lambda: self._delete(scope, stream, {int(s): int(o) for s, o in starts.items()},
+                                                    condition),
+                               f"truncate segments of {scope}/{stream}")
+
+    def _delete(self, scope: str, stream: str, below: Mapping[int, int | None], condition: str) -> _delta.CommitMetrics:
+        """One DELETE commit on the events table: in each segment of ``below``, the rows with
+        ``offset`` below its value (None: all of them).
+
+        Files are judged by their statistics: wholly below -> removed; wholly at or above -> kept;
+        straddling (or without statistics) -> rewritten without the rows below, in the same
+        commit. The files looked at are the commit's reads, so a concurrent removal of one of
+        them (another process finishing the same truncation) makes it conflict and retry, while
+        appends (always above the tail, so above every start) do not."""
+        txn = _delta.Transaction(self.spark, self.events_path(scope, stream))
+        files = txn.read_files_in(EVENTS_PARTITION, sorted(below))
+        removed, straddling = [], []
+        for f in files:
+            start = below[int(_delta.partition_value(f, EVENTS_PARTITION))]
+            low, high = _delta.file_min_values(f) or {}, _delta.file_max_values(f) or {}
+            if start is None or (high.get("offset") is not None and high["offset"] < start):
+                removed.append(f)
+            elif low.get("offset") is None or low["offset"] < start:
+                straddling.append(f)
+        if not removed and not straddling:
+            return _delta.CommitMetrics(None, {})
+        actions, kept = None, []
+        if straddling:
+            keep = " OR ".join(f"(segment_id = {s} AND offset >= {o})" for s, o in sorted(below.items()) if o is not None)
+            actions, kept = txn.write(txn.read_files(straddling).where(keep), (EVENTS_PARTITION,))
+        copied = sum(f.num_records for f in kept)
+        metrics = {"numRemovedFiles": len(removed) + len(straddling), "numAddedFiles": len(kept),
+                   "numCopiedRows": copied,
+                   "numDeletedRows": sum(_delta.file_num_records(f) for f in removed + straddling) - copied}
+        txn.record_metrics(metrics)
+        version = txn.commit(actions, (EVENTS_PARTITION,), extra=txn.removals(removed + straddling),
+                             delete_predicate=condition)
+        return _delta.CommitMetrics(version, metrics)
 
     # ---- tables created on first write -------------------------------------------------------
     def _table(self, path: str, schema: StructType) -> str:

@@ -135,7 +135,11 @@ class EventStreamWriter:
         if len(event) > MAX_EVENT_SIZE:
             raise EventTooLargeError(
                 f"event of {len(event)} bytes exceeds the {MAX_EVENT_SIZE}-byte limit; use stream_event()")
-        df = self._session.createDataFrame([(routing_key, bytes(event))], "routing_key string, event binary")
+        # from an Arrow table: a local relation whose size Spark knows, so the small-write path applies
+        import pyarrow as pa
+
+        df = self._session.createDataFrame(pa.table({"routing_key": pa.array([routing_key], pa.string()),
+                                                     "event": pa.array([bytes(event)], pa.binary())}))
         return self.write_events(df, write_number=write_number)
 
     def write_events(self, df: DataFrame, routing_key: str = "routing_key", event: str = "event",
@@ -301,6 +305,10 @@ class EventStreamWriter:
         txn.track_partitions("segment_id", sorted(tails))
         # one shuffle partition (one task) per segment's window: see ``with_offsets``
         self._session.conf.set("spark.sql.shuffle.partitions", str(len(segments)))
+        if _is_small(events):
+            # a few events (a notebook's handful, a write_event): one task, no shuffle (the
+            # windows' required distribution holds on a single partition)
+            events = events.coalesce(1)
         prepared = (events
                     .transform(with_key_position)
                     .transform(with_segment_id, segments=segments)
@@ -365,6 +373,22 @@ def events_table_rows(df: DataFrame) -> DataFrame:
         else F.col(f.name) if df.schema[f.name].dataType == f.dataType
         else F.col(f.name).cast(f.dataType).alias(f.name)
         for f in EVENTS_SCHEMA.fields])
+
+
+# Inputs whose plan estimates at most this many bytes are written by one task without a shuffle.
+# Spark knows the size of local relations (``createDataFrame`` of a pandas or Arrow table, SQL
+# ``VALUES``) and of file scans; a DataFrame made from a Python list is an RDD of unknown size.
+SMALL_WRITE_BYTES = 1 << 20
+
+
+def _is_small(df: DataFrame) -> bool:
+    """Whether Spark's own size estimate of ``df``'s plan (no job) is at most SMALL_WRITE_BYTES:
+    exact for local data (``createDataFrame``), the files' size for a scan."""
+    try:
+        size = df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()  # a Scala BigInt
+        return int(size if isinstance(size, int) else str(size.toString())) <= SMALL_WRITE_BYTES
+    except Exception:  # noqa: BLE001 - no estimate: keep the parallel plan
+        return False
 
 
 def _in_session(df: DataFrame, session) -> DataFrame:

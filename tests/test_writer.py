@@ -135,3 +135,27 @@ def test_partition_keys_match_sparks_hash_partitioning(spark):
         keys = partition_keys(n)
         got = spark.createDataFrame([(k,) for k in keys], "v long").select(F.expr(f"pmod(hash(v), {n})")).collect()
         assert [r[0] for r in got] == list(range(n))
+
+
+def test_small_and_parallel_write_paths_lay_out_the_same_offsets(manager, spark, stream2, monkeypatch):
+    """A small input is written by one task without a shuffle; a large one by one task per
+    segment after a shuffle. Both give every segment the same contiguous layout in row order."""
+    from pravega_spark import writer as writer_mod
+
+    scope, stream = stream2
+    import pyarrow as pa
+
+    df = spark.createDataFrame(pa.table({"k": [f"dev-{i % 9}" for i in range(120)],
+                                         "e": [f"payload-{i:03d}" for i in range(120)]}))
+    assert writer_mod._is_small(df)
+    layouts = []
+    for threshold in (writer_mod.SMALL_WRITE_BYTES, -1):  # -1: nothing counts as small
+        monkeypatch.setattr(writer_mod, "SMALL_WRITE_BYTES", threshold)
+        w = manager.create_event_writer(scope, stream, writer_id=f"w{threshold}")
+        before = w.write_event(b"-", routing_key="sep").tail_stream_cut.positions
+        result = w.write_events(df, routing_key="k", event="e")
+        assert result.event_count == 120
+        got = (manager.read_events(scope, stream, start=ps.StreamCut(f"{scope}/{stream}", before))
+               .orderBy("segment_id", "offset").collect())
+        layouts.append([(r.segment_id, r.offset - before[r.segment_id], r.routing_key, r.event) for r in got])
+    assert layouts[0] == layouts[1] and len(layouts[0]) == 120

@@ -14,11 +14,10 @@ from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import StructType
 
 from . import _delta
 from .schema import (
-    CUT_ENTRIES,
     EVENTS_PARTITION,
     EVENTS_PROPERTIES,
     EVENTS_SCHEMA,
@@ -490,6 +489,29 @@ class Store:
             return _delta.read(self.spark, path)
         return self.spark.createDataFrame([], schema)
 
+    # ---- small tables rewritten whole --------------------------------------------------------
+    def _rewrite(self, path: str, schema: StructType, change, what: str) -> bool:
+        """One commit replacing a small table's rows with ``change(rows)`` (dicts in, tuples in
+        ``schema``'s order out; None: leave the table as it is). The commit reads the whole
+        table, so any concurrent change of it makes the attempt conflict and run again. Returns
+        whether the table changed."""
+        self._table(path, schema)
+
+        def attempt() -> bool:
+            txn = _delta.Transaction(self.spark, path)
+            files = txn.read_whole_table()
+            rows = change(txn.rows(files))
+            if rows is None:
+                return False
+            self._replace(txn, files, rows, schema)
+            return True
+
+        return _delta.retrying(attempt, what)
+
+    @staticmethod
+    def _as_tuples(rows: Iterable[Mapping], schema: StructType) -> list[tuple]:
+        return [tuple(r[c] for c in schema.fieldNames()) for r in rows]
+
     # ---- retention set -----------------------------------------------------------------------
     def retention_set(self, scope: str, stream: str) -> DataFrame:
         return self._read_or_empty(self.retention_set_path(scope, stream), RETENTION_SET_SCHEMA)
@@ -501,53 +523,54 @@ class Store:
         path = self.retention_set_path(scope, stream)
         if not _delta.exists(self.spark, path):
             return []
-
-        def load(version: int) -> tuple:
-            rows = _delta.read(self.spark, path, version).orderBy("recording_time").collect()
-            return tuple(RetentionRecord(from_spark_time(r["recording_time"]), int(r["recording_size"]),
-                                         StreamCut.from_text(r["stream_cut"])) for r in rows)
-
-        return list(self._cached(path, ("retention_set",), load))
+        rows = sorted(self._latest_rows(path), key=lambda r: r["recording_time"])
+        return [RetentionRecord(from_spark_time(r["recording_time"]), int(r["recording_size"]),
+                                StreamCut.from_text(r["stream_cut"])) for r in rows]
 
     def add_retention_record(self, scope: str, stream: str, record) -> bool:
         """Append ``record`` unless the set already has one at least as new (Pravega's
         ``addReferenceToStreamCutIfLatest``); True if this call added it."""
-        source = self.spark.createDataFrame(
-            [(record.recording_time, int(record.recording_size), record.stream_cut.as_text())], RETENTION_SET_SCHEMA)
-        outcome = _delta.retrying(
-            lambda: _delta.merge(self.spark, self._table(self.retention_set_path(scope, stream), RETENTION_SET_SCHEMA),
-                                 source,
-                                 "t.recording_time >= s.recording_time"),
-            f"add retention record of {scope}/{stream}")
-        return outcome.inserted == 1
+        new = {"recording_time": record.recording_time, "recording_size": int(record.recording_size),
+               "stream_cut": record.stream_cut.as_text()}
+
+        def change(rows: list[dict]):
+            if any(r["recording_time"] >= record.recording_time for r in rows):
+                return None
+            return self._as_tuples(sorted([*rows, new], key=lambda r: r["recording_time"]), RETENTION_SET_SCHEMA)
+
+        return self._rewrite(self.retention_set_path(scope, stream), RETENTION_SET_SCHEMA, change,
+                             f"add retention record of {scope}/{stream}")
 
     def drop_retention_records(self, scope: str, stream: str, up_to: datetime) -> None:
         """Drop every record recorded at or before ``up_to``."""
-        cond = f"recording_time <= to_timestamp('{up_to.astimezone(timezone.utc).isoformat()}')"
         path = self.retention_set_path(scope, stream)
         if not _delta.exists(self.spark, path):
             return
-        _delta.retrying(lambda: _delta.delete(self.spark, path, cond),
-                        f"drop retention records of {scope}/{stream}")
+
+        def change(rows: list[dict]):
+            keep = [r for r in rows if r["recording_time"] > up_to]
+            return None if len(keep) == len(rows) else self._as_tuples(keep, RETENTION_SET_SCHEMA)
+
+        self._rewrite(path, RETENTION_SET_SCHEMA, change, f"drop retention records of {scope}/{stream}")
 
     # ---- subscribers -------------------------------------------------------------------------
     def subscribers(self, scope: str, stream: str) -> DataFrame:
         return self._read_or_empty(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA)
 
+    def _subscriber_rows(self, scope: str, stream: str) -> list[dict]:
+        path = self.subscribers_path(scope, stream)
+        return self._latest_rows(path) if _delta.exists(self.spark, path) else []
+
     def subscriber(self, scope: str, stream: str, subscriber: str) -> tuple[int, dict[int, int]] | None:
         """``(generation, cut positions)`` of one subscriber, or None if it is not subscribed."""
-        rows = self.subscribers(scope, stream).where(F.col("subscriber") == subscriber).collect()
+        rows = [r for r in self._subscriber_rows(scope, stream) if r["subscriber"] == subscriber]
         if not rows:
             return None
         return int(rows[0]["generation"]), {int(e["segment_id"]): int(e["offset"]) for e in rows[0]["stream_cut"]}
 
     def has_subscriber_cuts(self, scope: str, stream: str) -> bool:
-        """Whether any subscriber has published a cut (checked once per table version)."""
-        path = self.subscribers_path(scope, stream)
-        if not _delta.exists(self.spark, path):
-            return False
-        return self._cached(path, ("published",), lambda version: _delta.read(self.spark, path, version)
-                            .where(F.size("stream_cut") > 0).limit(1).count() > 0)
+        """Whether any subscriber has published a cut."""
+        return any(r["stream_cut"] for r in self._subscriber_rows(scope, stream))
 
     def subscriber_cuts(self, scope: str, stream: str) -> DataFrame:
         """One row per entry of each subscriber's cut: ``subscriber, segment_id, offset``."""
@@ -558,35 +581,44 @@ class Store:
     def upsert_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
         """Add the subscriber with an empty cut, or raise its generation keeping its cut (Pravega's
         ``addSubscriber``); an older or equal generation changes nothing. True if changed."""
-        source = self.spark.createDataFrame([(subscriber, int(generation), [], utc_now())], SUBSCRIBERS_SCHEMA)
-        outcome = _delta.retrying(
-            lambda: _delta.merge(self.spark, self._table(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA),
-                                 source, "t.subscriber = s.subscriber",
-                                 update={"generation": "s.generation", "update_time": "s.update_time"},
-                                 update_condition="t.generation < s.generation"),
-            f"add subscriber {subscriber} to {scope}/{stream}")
-        return outcome.inserted + outcome.updated > 0
+        def change(rows: list[dict]):
+            found = [r for r in rows if r["subscriber"] == subscriber]
+            if found and found[0]["generation"] >= generation:
+                return None
+            cut = found[0]["stream_cut"] if found else []
+            others = [r for r in rows if r["subscriber"] != subscriber]
+            new = {"subscriber": subscriber, "generation": int(generation), "stream_cut": cut, "update_time": utc_now()}
+            return self._as_tuples([*others, new], SUBSCRIBERS_SCHEMA)
+
+        return self._rewrite(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA, change,
+                             f"add subscriber {subscriber} to {scope}/{stream}")
 
     def delete_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> None:
         """Remove the subscriber unless it has a newer generation than ``generation``."""
-        cond = f"subscriber = {sql_str(subscriber)} AND generation <= {int(generation)}"
         path = self.subscribers_path(scope, stream)
         if not _delta.exists(self.spark, path):
             return
-        _delta.retrying(lambda: _delta.delete(self.spark, path, cond),
-                        f"remove subscriber {subscriber} from {scope}/{stream}")
+
+        def change(rows: list[dict]):
+            keep = [r for r in rows if not (r["subscriber"] == subscriber and r["generation"] <= generation)]
+            return None if len(keep) == len(rows) else self._as_tuples(keep, SUBSCRIBERS_SCHEMA)
+
+        self._rewrite(path, SUBSCRIBERS_SCHEMA, change, f"remove subscriber {subscriber} from {scope}/{stream}")
 
     def compare_and_set_subscriber_cut(self, scope: str, stream: str, subscriber: str, generation: int,
                                        expected: Mapping[int, int], cut: Mapping[int, int]) -> bool:
-        """Replace the subscriber's cut iff it still has ``generation`` and the ``expected`` cut."""
-        def entries(positions: Mapping[int, int]) -> list[tuple[int, int]]:
-            return sorted((int(s), int(o)) for s, o in positions.items())
+        """Replace the subscriber's cut iff it still has ``generation`` and the ``expected`` cut
+        (one commit; a concurrent change of the subscribers table makes it run again)."""
+        def entries(positions: Mapping[int, int]) -> list[dict]:
+            return [{"segment_id": int(s), "offset": int(o)} for s, o in sorted(positions.items())]
 
-        source = self.spark.createDataFrame(
-            [(subscriber, int(generation), entries(cut), utc_now(), entries(expected))],
-            StructType([*SUBSCRIBERS_SCHEMA.fields, StructField("expected", CUT_ENTRIES, False)]))
-        outcome = _delta.merge(
-            self.spark, self.subscribers_path(scope, stream), source, "t.subscriber = s.subscriber", insert=False,
-            update={"stream_cut": "s.stream_cut", "update_time": "s.update_time"},
-            update_condition="t.generation = s.generation AND array_sort(t.stream_cut) = s.expected")
-        return outcome.updated == 1
+        def change(rows: list[dict]):
+            found = [r for r in rows if r["subscriber"] == subscriber]
+            if (not found or found[0]["generation"] != generation
+                    or sorted((e["segment_id"], e["offset"]) for e in found[0]["stream_cut"]) != sorted(expected.items())):
+                return None
+            new = {**found[0], "stream_cut": entries(cut), "update_time": utc_now()}
+            return self._as_tuples([r for r in rows if r["subscriber"] != subscriber] + [new], SUBSCRIBERS_SCHEMA)
+
+        return self._rewrite(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA, change,
+                             f"update cut of {subscriber} on {scope}/{stream}")

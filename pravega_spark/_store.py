@@ -32,6 +32,7 @@ from .schema import (
     SCOPES_TABLE,
     SEGMENTS_SCHEMA,
     SEGMENTS_TABLE,
+    SMALL_TABLE_PROPERTIES,
     STREAM_KEY,
     STREAMS_SCHEMA,
     STREAMS_TABLE,
@@ -145,7 +146,7 @@ class Store:
         for path, schema, parts in ((self.scopes_path, SCOPES_SCHEMA, ()),
                                     (self.streams_path, STREAMS_SCHEMA, (STREAM_KEY,))):
             if not _delta.is_table(self.spark, path):
-                _delta.create_table(self.spark, path, schema, parts)
+                _delta.create_table(self.spark, path, schema, parts, SMALL_TABLE_PROPERTIES)
 
     # ---- scopes ------------------------------------------------------------------------------
     def scopes(self) -> DataFrame:
@@ -481,7 +482,7 @@ class Store:
     def _table(self, path: str, schema: StructType) -> str:
         """``path``, after creating its (empty) table if it does not exist yet."""
         if not _delta.exists(self.spark, path):
-            _delta.create_table(self.spark, path, schema)
+            _delta.create_table(self.spark, path, schema, (), SMALL_TABLE_PROPERTIES)
         return path
 
     def _read_or_empty(self, path: str, schema: StructType) -> DataFrame:

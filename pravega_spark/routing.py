@@ -98,13 +98,12 @@ def with_offsets(df: DataFrame, *, tails: Mapping[int, int], order: Sequence[Col
     framed = F.length(F.col(event)).cast("long") + F.lit(HEADER_SIZE)
     tail = _per_segment(F.col(segment), tails, default=0)
     bucket = _per_segment(F.col(segment), dict(zip(tails, partition_keys(len(tails)), strict=True)))
-    window = (Window.partitionBy("__bucket").orderBy(*order)
+    window = (Window.partitionBy(bucket).orderBy(*order)
               .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    return (df.withColumn("__framed", framed)
-              .withColumn("__bucket", bucket)
-              .withColumn("next_offset", tail + F.sum("__framed").over(window))
-              .withColumn("offset", F.col("next_offset") - F.col("__framed"))
-              .drop("__framed", "__bucket"))
+    # two projections, not five: each DataFrame call is analysed on its own, which a small
+    # write pays for as much as for its data
+    return (df.withColumn("next_offset", tail + F.sum(framed).over(window))
+              .withColumn("offset", F.col("next_offset") - framed))
 
 
 def _per_segment(segment: Column, values: Mapping[int, int], default: int | None = None) -> Column:

@@ -152,7 +152,7 @@ class Store:
     def scopes(self) -> DataFrame:
         return _delta.read(self.spark, self.scopes_path)
 
-    def _latest_rows(self, path: str, column: str | None = None, value: str | None = None) -> list[dict]:
+    def table_rows(self, path: str, column: str | None = None, value: str | None = None) -> list[dict]:
         """The rows of a small table (or of one of its string partitions) at its latest version:
         from the files its checksum lists, read once per file, else one Spark query per version."""
         snap = _delta.snapshot(self.spark, path)
@@ -171,7 +171,7 @@ class Store:
         return list(self._cached(path, ("rows", column, value), load))
 
     def scope_exists(self, scope: str) -> bool:
-        return any(r["scope"] == scope for r in self._latest_rows(self.scopes_path))
+        return any(r["scope"] == scope for r in self.table_rows(self.scopes_path))
 
     def insert_scope(self, scope: str) -> bool:
         def attempt() -> bool:
@@ -207,7 +207,7 @@ class Store:
         return _delta.read(self.spark, self.streams_path)
 
     def stream_record(self, scope: str, stream: str) -> StreamRecord | None:
-        rows = [r for r in self._latest_rows(self.streams_path, STREAM_KEY, stream_key(scope, stream))
+        rows = [r for r in self.table_rows(self.streams_path, STREAM_KEY, stream_key(scope, stream))
                 if r["scope"] == scope and r["stream"] == stream]
         return StreamRecord.from_row(rows[0]) if rows else None
 
@@ -268,7 +268,7 @@ class Store:
         return _delta.read(self.spark, self.segments_path(scope, stream))
 
     def segment_records(self, scope: str, stream: str) -> list[SegmentRecord]:
-        rows = self._latest_rows(self.segments_path(scope, stream))
+        rows = self.table_rows(self.segments_path(scope, stream))
         return sorted((SegmentRecord(r["segment_id"], r["key_start"], r["key_end"],
                                      from_spark_time(r["creation_time"]), r["sealed_epoch"], r["sealed_size"])
                        for r in rows), key=lambda s: s.segment_id)
@@ -479,10 +479,10 @@ class Store:
         return _delta.CommitMetrics(version, metrics)
 
     # ---- tables created on first write -------------------------------------------------------
-    def _table(self, path: str, schema: StructType) -> str:
+    def _table(self, path: str, schema: StructType, partition_by: tuple[str, ...] = ()) -> str:
         """``path``, after creating its (empty) table if it does not exist yet."""
         if not _delta.exists(self.spark, path):
-            _delta.create_table(self.spark, path, schema, (), SMALL_TABLE_PROPERTIES)
+            _delta.create_table(self.spark, path, schema, partition_by, SMALL_TABLE_PROPERTIES)
         return path
 
     def _read_or_empty(self, path: str, schema: StructType) -> DataFrame:
@@ -491,26 +491,30 @@ class Store:
         return self.spark.createDataFrame([], schema)
 
     # ---- small tables rewritten whole --------------------------------------------------------
-    def _rewrite(self, path: str, schema: StructType, change, what: str) -> bool:
-        """One commit replacing a small table's rows with ``change(rows)`` (dicts in, tuples in
-        ``schema``'s order out; None: leave the table as it is). The commit reads the whole
-        table, so any concurrent change of it makes the attempt conflict and run again. Returns
-        whether the table changed."""
-        self._table(path, schema)
+    def rewrite_rows(self, path: str, schema: StructType, change, what: str,
+                     partition: tuple[str, str] | None = None, partition_by: tuple[str, ...] = ()) -> bool:
+        """One commit replacing a small table's rows (or one string partition's) with
+        ``change(rows)`` (dicts in, tuples in ``schema``'s order out; None: leave them as they
+        are). The commit reads what it replaces, so a concurrent change there makes the attempt
+        conflict and run again. ``partition_by`` names a partitioned table's partition columns
+        (``partition``'s column by default). Returns whether anything changed."""
+        partition_by = partition_by or ((partition[0],) if partition else ())
+        self._table(path, schema, partition_by)
 
         def attempt() -> bool:
             txn = _delta.Transaction(self.spark, path)
-            files = txn.read_whole_table()
+            files = txn.read_partition(*partition) if partition else txn.read_whole_table()
             rows = change(txn.rows(files))
             if rows is None:
                 return False
-            self._replace(txn, files, rows, schema)
+            self._replace(txn, files, rows, schema, partition_by)
             return True
 
         return _delta.retrying(attempt, what)
 
     @staticmethod
-    def _as_tuples(rows: Iterable[Mapping], schema: StructType) -> list[tuple]:
+    def as_tuples(rows: Iterable[Mapping], schema: StructType) -> list[tuple]:
+        """Row dicts as tuples in ``schema``'s column order."""
         return [tuple(r[c] for c in schema.fieldNames()) for r in rows]
 
     # ---- retention set -----------------------------------------------------------------------
@@ -524,7 +528,7 @@ class Store:
         path = self.retention_set_path(scope, stream)
         if not _delta.exists(self.spark, path):
             return []
-        rows = sorted(self._latest_rows(path), key=lambda r: r["recording_time"])
+        rows = sorted(self.table_rows(path), key=lambda r: r["recording_time"])
         return [RetentionRecord(from_spark_time(r["recording_time"]), int(r["recording_size"]),
                                 StreamCut.from_text(r["stream_cut"])) for r in rows]
 
@@ -537,9 +541,9 @@ class Store:
         def change(rows: list[dict]):
             if any(r["recording_time"] >= record.recording_time for r in rows):
                 return None
-            return self._as_tuples(sorted([*rows, new], key=lambda r: r["recording_time"]), RETENTION_SET_SCHEMA)
+            return self.as_tuples(sorted([*rows, new], key=lambda r: r["recording_time"]), RETENTION_SET_SCHEMA)
 
-        return self._rewrite(self.retention_set_path(scope, stream), RETENTION_SET_SCHEMA, change,
+        return self.rewrite_rows(self.retention_set_path(scope, stream), RETENTION_SET_SCHEMA, change,
                              f"add retention record of {scope}/{stream}")
 
     def drop_retention_records(self, scope: str, stream: str, up_to: datetime) -> None:
@@ -550,9 +554,9 @@ class Store:
 
         def change(rows: list[dict]):
             keep = [r for r in rows if r["recording_time"] > up_to]
-            return None if len(keep) == len(rows) else self._as_tuples(keep, RETENTION_SET_SCHEMA)
+            return None if len(keep) == len(rows) else self.as_tuples(keep, RETENTION_SET_SCHEMA)
 
-        self._rewrite(path, RETENTION_SET_SCHEMA, change, f"drop retention records of {scope}/{stream}")
+        self.rewrite_rows(path, RETENTION_SET_SCHEMA, change, f"drop retention records of {scope}/{stream}")
 
     # ---- subscribers -------------------------------------------------------------------------
     def subscribers(self, scope: str, stream: str) -> DataFrame:
@@ -560,7 +564,7 @@ class Store:
 
     def _subscriber_rows(self, scope: str, stream: str) -> list[dict]:
         path = self.subscribers_path(scope, stream)
-        return self._latest_rows(path) if _delta.exists(self.spark, path) else []
+        return self.table_rows(path) if _delta.exists(self.spark, path) else []
 
     def subscriber(self, scope: str, stream: str, subscriber: str) -> tuple[int, dict[int, int]] | None:
         """``(generation, cut positions)`` of one subscriber, or None if it is not subscribed."""
@@ -589,9 +593,9 @@ class Store:
             cut = found[0]["stream_cut"] if found else []
             others = [r for r in rows if r["subscriber"] != subscriber]
             new = {"subscriber": subscriber, "generation": int(generation), "stream_cut": cut, "update_time": utc_now()}
-            return self._as_tuples([*others, new], SUBSCRIBERS_SCHEMA)
+            return self.as_tuples([*others, new], SUBSCRIBERS_SCHEMA)
 
-        return self._rewrite(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA, change,
+        return self.rewrite_rows(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA, change,
                              f"add subscriber {subscriber} to {scope}/{stream}")
 
     def delete_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> None:
@@ -602,9 +606,9 @@ class Store:
 
         def change(rows: list[dict]):
             keep = [r for r in rows if not (r["subscriber"] == subscriber and r["generation"] <= generation)]
-            return None if len(keep) == len(rows) else self._as_tuples(keep, SUBSCRIBERS_SCHEMA)
+            return None if len(keep) == len(rows) else self.as_tuples(keep, SUBSCRIBERS_SCHEMA)
 
-        self._rewrite(path, SUBSCRIBERS_SCHEMA, change, f"remove subscriber {subscriber} from {scope}/{stream}")
+        self.rewrite_rows(path, SUBSCRIBERS_SCHEMA, change, f"remove subscriber {subscriber} from {scope}/{stream}")
 
     def compare_and_set_subscriber_cut(self, scope: str, stream: str, subscriber: str, generation: int,
                                        expected: Mapping[int, int], cut: Mapping[int, int]) -> bool:
@@ -619,7 +623,7 @@ class Store:
                     or sorted((e["segment_id"], e["offset"]) for e in found[0]["stream_cut"]) != sorted(expected.items())):
                 return None
             new = {**found[0], "stream_cut": entries(cut), "update_time": utc_now()}
-            return self._as_tuples([r for r in rows if r["subscriber"] != subscriber] + [new], SUBSCRIBERS_SCHEMA)
+            return self.as_tuples([r for r in rows if r["subscriber"] != subscriber] + [new], SUBSCRIBERS_SCHEMA)
 
-        return self._rewrite(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA, change,
+        return self.rewrite_rows(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA, change,
                              f"update cut of {subscriber} on {scope}/{stream}")

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from . import _delta
 from .errors import InvalidWriterMarkError
@@ -238,77 +237,78 @@ def _utc(ts: datetime) -> datetime:
     return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
 
 
-def _lit(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def _mark_of(row) -> WriterMark:
     return WriterMark(row["writer_id"], _utc(row["time"]),
                       {int(e["segment_id"]): int(e["offset"]) for e in row["position"]},
                       bool(row["is_alive"]), _utc(row["stale_since"]) if row["stale_since"] else None)
 
 
+def _schema(ddl: str):
+    from pyspark.sql.types import _parse_datatype_string
+
+    return _parse_datatype_string(ddl)
+
+
 def writer_marks(manager, scope: str, stream: str) -> list[WriterMark]:
     marks_path, _ = _paths(manager, scope, stream)
-    if not _delta.is_table(manager.spark, marks_path):
+    if not _delta.exists(manager.spark, marks_path):
         return []
-    return [_mark_of(r) for r in _delta.read(manager.spark, marks_path).collect()]
+    return [_mark_of(r) for r in manager._store.table_rows(marks_path)]
 
 
 def note_writer_mark(manager, scope: str, stream: str, writer_id: str, ts: datetime,
                      position: Mapping[int, int]) -> WriterMark:
-    """Record (``ts``, ``position``) as ``writer_id``'s mark (one MERGE on its partition)."""
+    """Record (``ts``, ``position``) as ``writer_id``'s mark: one commit on its partition, which
+    reads it, so a concurrent note of the same writer conflicts and is checked again."""
     ts = _utc(ts)
     manager._stream(scope, stream)
     marks_path, _ = _ensure_tables(manager, scope, stream)
-    spark = manager.spark
-    key = _lit(writer_key(writer_id))
+    schema = _schema(WRITER_MARKS_DDL)
+    key = writer_key(writer_id)
 
-    def attempt() -> WriterMark:
-        rows = _delta.read(spark, marks_path).where(F.col("writer_id") == writer_id).collect()
-        if rows:
-            old = _mark_of(rows[0])
+    def change(rows: list[dict]):
+        mine = [r for r in rows if r["writer_id"] == writer_id]
+        if mine:
+            old = _mark_of(mine[0])
             if ts < old.time:
                 raise InvalidWriterMarkError(f"writer {writer_id!r}: time {ts.isoformat()} is before its "
                                              f"last noted time {old.time.isoformat()}")
             behind = {s: o for s, o in position.items() if o < old.position.get(s, -1)}
             if behind:
                 raise InvalidWriterMarkError(f"writer {writer_id!r}: position went backwards in {behind}")
-        now = datetime.now(timezone.utc)
-        entries = [(int(s), int(o)) for s, o in sorted(position.items())]
-        source = spark.createDataFrame([(writer_key(writer_id), writer_id, ts, entries, True, now, None)],
-                                       WRITER_MARKS_DDL)
-        outcome = _delta.merge(spark, marks_path, source, f"t.writer_key = {key} AND t.writer_id = s.writer_id",
-                               update={c: f"s.{c}" for c in ("time", "position", "is_alive", "note_time", "stale_since")},
-                               update_condition="t.time <= s.time")
-        if outcome.affected == 0:
-            raise _delta.Retry("the writer's mark moved meanwhile")
-        return WriterMark(writer_id, ts, dict(position), True)
+        new = {"writer_key": key, "writer_id": writer_id, "time": ts,
+               "position": [{"segment_id": int(s), "offset": int(o)} for s, o in sorted(position.items())],
+               "is_alive": True, "note_time": datetime.now(timezone.utc), "stale_since": None}
+        return manager._store.as_tuples([*(r for r in rows if r["writer_id"] != writer_id), new], schema)
 
-    mark = _delta.retrying(attempt, f"note time of {writer_id} on {scope}/{stream}")
+    manager._store.rewrite_rows(marks_path, schema, change, f"note time of {writer_id} on {scope}/{stream}",
+                                partition=("writer_key", key))
     log.info("%s noted %s at %s on %s/%s", writer_id, ts.isoformat(), dict(position), scope, stream)
-    return mark
+    return WriterMark(writer_id, ts, dict(position), True)
 
 
 def shut_down_writer(manager, scope: str, stream: str, writer_id: str) -> bool:
-    """Mark ``writer_id`` shut down (Pravega's ``writerShutdown``); False if it had no mark."""
+    """Mark ``writer_id`` shut down (Pravega's ``writerShutdown``); False if it had no live mark."""
     marks_path, _ = _paths(manager, scope, stream)
-    if not _delta.is_table(manager.spark, marks_path):
+    if not _delta.exists(manager.spark, marks_path):
         return False
-    key = _lit(writer_key(writer_id))
-    source = manager.spark.createDataFrame([(writer_id,)], "writer_id string")
-    outcome = _delta.retrying(
-        lambda: _delta.merge(manager.spark, marks_path, source, f"t.writer_key = {key} AND t.writer_id = s.writer_id",
-                             insert=False, update={"is_alive": "false"}, update_condition="t.is_alive"),
-        f"shut down writer {writer_id} on {scope}/{stream}")
-    return outcome.updated > 0
+    schema = _schema(WRITER_MARKS_DDL)
+
+    def change(rows: list[dict]):
+        if not any(r["writer_id"] == writer_id and r["is_alive"] for r in rows):
+            return None
+        return manager._store.as_tuples(
+            [{**r, "is_alive": False} if r["writer_id"] == writer_id else r for r in rows], schema)
+
+    return manager._store.rewrite_rows(marks_path, schema, change, f"shut down writer {writer_id} on {scope}/{stream}",
+                                       partition=("writer_key", writer_key(writer_id)))
 
 
 def watermark_list(manager, scope: str, stream: str) -> list[Watermark]:
     _, wm_path = _paths(manager, scope, stream)
-    if not _delta.is_table(manager.spark, wm_path):
+    if not _delta.exists(manager.spark, wm_path):
         return []
-    rows = _delta.read(manager.spark, wm_path).orderBy("lower_time_bound").collect()
+    rows = sorted(manager._store.table_rows(wm_path), key=lambda r: r["lower_time_bound"])
     return [Watermark(_utc(r["lower_time_bound"]), _utc(r["upper_time_bound"]), StreamCut.from_text(r["stream_cut"]))
             for r in rows]
 
@@ -333,9 +333,12 @@ def compute_round(manager, scope: str, stream: str, now: datetime) -> Watermark 
     active, inactive, stale = classify_writers(marks, previous, now, timeout)
     _track_stale(manager, marks_path, stale)
     if inactive:
-        ids = ", ".join(_lit(m.writer_id) for m in inactive)
-        _delta.retrying(lambda: _delta.delete(manager.spark, marks_path, f"writer_id IN ({ids})"),
-                        f"remove inactive writers of {scope}/{stream}")
+        gone = {m.writer_id for m in inactive}
+        manager._store.rewrite_rows(
+            marks_path, _schema(WRITER_MARKS_DDL),
+            lambda rows: manager._store.as_tuples([r for r in rows if r["writer_id"] not in gone],
+                                                  _schema(WRITER_MARKS_DDL)),
+            f"remove inactive writers of {scope}/{stream}", partition_by=("writer_key",))
         log.info("watermarks %s/%s: removed inactive writers %s", scope, stream, [m.writer_id for m in inactive])
     if not active or not all_participating(active, previous):
         return None
@@ -343,13 +346,18 @@ def compute_round(manager, scope: str, stream: str, now: datetime) -> Watermark 
     watermark = compute_watermark(active, previous, records, record.scoped_name)
     if watermark is None:
         return None
-    source = manager.spark.createDataFrame(
-        [(watermark.lower_time_bound, watermark.upper_time_bound, watermark.stream_cut.as_text(), now)], WATERMARKS_DDL)
-    # guarded: of two concurrent rounds only one emits (the other's MERGE conflicts or matches)
-    outcome = _delta.retrying(
-        lambda: _delta.merge(manager.spark, wm_path, source, "t.lower_time_bound >= s.lower_time_bound"),
-        f"emit a watermark on {scope}/{stream}")
-    if outcome.inserted == 0:
+    schema = _schema(WATERMARKS_DDL)
+    new = {"lower_time_bound": watermark.lower_time_bound, "upper_time_bound": watermark.upper_time_bound,
+           "stream_cut": watermark.stream_cut.as_text(), "emit_time": now}
+
+    def change(rows: list[dict]):
+        # of two concurrent rounds only one emits: the other's commit conflicts, and its retry
+        # finds a watermark at least as late
+        if any(r["lower_time_bound"] >= watermark.lower_time_bound for r in rows):
+            return None
+        return manager._store.as_tuples([*rows, new], schema)
+
+    if not manager._store.rewrite_rows(wm_path, schema, change, f"emit a watermark on {scope}/{stream}"):
         return None
     log.info("watermarks %s/%s: emitted %r", scope, stream, watermark)
     return watermark
@@ -358,9 +366,10 @@ def compute_round(manager, scope: str, stream: str, now: datetime) -> Watermark 
 def _track_stale(manager, marks_path: str, stale: Mapping[str, datetime | None]) -> None:
     if not stale:
         return
-    source = manager.spark.createDataFrame(list(stale.items()), "writer_id string, stale_since timestamp")
-    ids = ", ".join(_lit(w) for w in stale)
-    _delta.retrying(
-        lambda: _delta.merge(manager.spark, marks_path, source, f"t.writer_id IN ({ids}) AND t.writer_id = s.writer_id",
-                             insert=False, update={"stale_since": "s.stale_since"}),
-        "track stale writers")
+    schema = _schema(WRITER_MARKS_DDL)
+
+    def change(rows: list[dict]):
+        return manager._store.as_tuples(
+            [{**r, "stale_since": stale[r["writer_id"]]} if r["writer_id"] in stale else r for r in rows], schema)
+
+    manager._store.rewrite_rows(marks_path, schema, change, "track stale writers", partition_by=("writer_key",))

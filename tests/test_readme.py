@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
@@ -20,6 +22,7 @@ def test_quick_start_runs(spark, tmp_path, capsys):
     assert not namespace["manager"].check_stream_exists("iot", "sensors")
 
 
+@pytest.mark.slow  # a whole job/README walk-through: in `make test`, not the inner loop
 def test_retention_writers_and_large_events_examples_run(spark, tmp_path, capsys):
     """The truncation/retention, writers and large-events sections, run after the quick start
     (they use its names), in one go: each section costs minutes of Delta commits on 2 cores."""

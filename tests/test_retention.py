@@ -173,6 +173,7 @@ def test_consumption_based_retention_under_a_time_limit(spark, manager):
     check_stream_consistent(spark, manager, "iot", "tc")
 
 
+@pytest.mark.slow  # a whole job/README walk-through: in `make test`, not the inner loop
 def test_retention_job_buckets_and_advancing_now(spark, root, manager, capsys):
     names = [f"s{i}" for i in range(6)]
     manager.create_scope("iot")

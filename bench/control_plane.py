@@ -4,7 +4,9 @@ In one process and one session: the median of ``--runs`` calls of each operation
 per run where the operation needs one), printed next to the median of a raw single-row blind
 Delta append to a small table, and as a multiple of it. ``first write_events`` is a writer's
 first write of 10 events; ``write_events`` is a write of 10 events by a writer that has written
-before.
+before, from a DataFrame made of a Python list (an RDD whose size Spark does not know);
+``write_events (local)`` the same from a pandas DataFrame (a local relation of known size, written
+by one task without a shuffle).
 
 Usage: ``.venv/bin/python bench/control_plane.py [--runs 5] [--root DIR]``
 """
@@ -65,6 +67,8 @@ def main(argv=None) -> int:
         batch = events()
         record("first write_events", timed(lambda: writer.write_events(batch)))
         record("write_events", timed(lambda: writer.write_events(batch)))
+        local = spark.createDataFrame(batch.toPandas())  # a local relation: Spark knows its size
+        record("write_events (local)", timed(lambda: writer.write_events(local)))
         record("raw append", timed(raw_append))
         manager.tail_stream_cut(scope, "t")
         record("tail_stream_cut", timed(lambda: manager.tail_stream_cut(scope, "t")))

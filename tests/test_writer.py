@@ -109,8 +109,11 @@ def test_bad_input_writes_nothing(manager, spark, root, stream2):
         writer.write_events(spark.createDataFrame([("k", "v")], "a string, b string"))
     with pytest.raises(ps.InvalidEventError):
         writer.write_events(spark.createDataFrame([("k", 1)], "routing_key string, event int"))
-    with pytest.raises(ps.InvalidEventError):
+    with pytest.raises(ps.InvalidEventError):  # a few in-memory rows: checked in this process
         writer.write_events(spark.createDataFrame([("k", None)], "routing_key string, event binary"))
+    with pytest.raises(ps.InvalidEventError):  # rows of a Spark job: checked by the job
+        writer.write_events(spark.range(2).select(F.lit("k").alias("routing_key"),
+                                                  F.lit(None).cast("binary").alias("event")))
     with pytest.raises(ps.InvalidEventError):
         writer.write_event(12, routing_key="k")
     assert table_versions(spark, root) == before
@@ -138,24 +141,29 @@ def test_partition_keys_match_sparks_hash_partitioning(spark):
 
 
 def test_small_and_parallel_write_paths_lay_out_the_same_offsets(manager, spark, stream2, monkeypatch):
-    """A small input is written by one task without a shuffle; a large one by one task per
-    segment after a shuffle. Both give every segment the same contiguous layout in row order."""
+    """A few in-memory events are routed and framed in this process; more are written by one
+    Spark task (a small input of known size) or by one task per segment after a shuffle. All
+    three give every segment the same contiguous layout, in ``order_by`` order (nulls first),
+    then the DataFrame's own order."""
     from pravega_spark import writer as writer_mod
 
     scope, stream = stream2
     import pyarrow as pa
 
     df = spark.createDataFrame(pa.table({"k": [f"dev-{i % 9}" for i in range(120)],
-                                         "e": [f"payload-{i:03d}" for i in range(120)]}))
+                                         "e": [f"payload-{i:03d}" for i in range(120)],
+                                         "n": [None if i % 7 == 0 else (i * 37) % 11 for i in range(120)]}))
     assert writer_mod._is_small(df)
     layouts = []
-    for threshold in (writer_mod.SMALL_WRITE_BYTES, -1):  # -1: nothing counts as small
-        monkeypatch.setattr(writer_mod, "SMALL_WRITE_BYTES", threshold)
-        w = manager.create_event_writer(scope, stream, writer_id=f"w{threshold}")
+    for rows, size in ((writer_mod.SMALL_WRITE_ROWS, writer_mod.SMALL_WRITE_BYTES),
+                       (0, writer_mod.SMALL_WRITE_BYTES), (0, -1)):  # in process; one task; shuffled
+        monkeypatch.setattr(writer_mod, "SMALL_WRITE_ROWS", rows)
+        monkeypatch.setattr(writer_mod, "SMALL_WRITE_BYTES", size)
+        w = manager.create_event_writer(scope, stream, writer_id=f"w{rows}{size}")
         before = w.write_event(b"-", routing_key="sep").tail_stream_cut.positions
-        result = w.write_events(df, routing_key="k", event="e")
+        result = w.write_events(df, routing_key="k", event="e", order_by="n")
         assert result.event_count == 120
         got = (manager.read_events(scope, stream, start=ps.StreamCut(f"{scope}/{stream}", before))
                .orderBy("segment_id", "offset").collect())
         layouts.append([(r.segment_id, r.offset - before[r.segment_id], r.routing_key, r.event) for r in got])
-    assert layouts[0] == layouts[1] and len(layouts[0]) == 120
+    assert layouts[0] == layouts[1] == layouts[2] and len(layouts[0]) == 120

@@ -143,10 +143,6 @@ def retrying(step: Callable[[], T], what: str, policy: RetryPolicy = DEFAULT_RET
         "written by this call") from last
 
 
-def table(spark: SparkSession, path: str) -> DeltaTable:
-    return DeltaTable.forPath(spark, path)
-
-
 def is_table(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
 
@@ -305,44 +301,6 @@ def _scala_map(m) -> dict:
 def version(spark: SparkSession, path: str) -> int:
     """The table's latest committed version."""
     return latest(spark, path)[0]
-
-
-@dataclass(frozen=True)
-class MergeOutcome:
-    """What a MERGE did, from the DataFrame Delta returns."""
-
-    affected: int
-    updated: int
-    deleted: int
-    inserted: int
-
-
-def merge(spark: SparkSession, path: str, source: DataFrame, on: str, *,
-          insert: bool = True, update: dict[str, str] | None = None,
-          update_condition: str | None = None) -> MergeOutcome:
-    """One MERGE commit: ``source`` aliased ``s`` into the table aliased ``t``.
-
-    Literal partition predicates in ``on`` make the MERGE read (and so be fenced on) exactly those
-    partitions: if a concurrent commit adds files there, this one fails with
-    ``ConcurrentAppendException`` and nothing is written.
-    """
-    builder = DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), on)
-    if update is not None:
-        builder = builder.whenMatchedUpdate(condition=update_condition, set=update)
-    if insert:
-        builder = builder.whenNotMatchedInsertAll()
-    row = builder.execute().first()
-    if row is None:
-        return MergeOutcome(0, 0, 0, 0)
-    values = row.asDict()
-    return MergeOutcome(int(values.get("num_affected_rows") or 0),
-                        int(values.get("num_updated_rows") or 0),
-                        int(values.get("num_deleted_rows") or 0),
-                        int(values.get("num_inserted_rows") or 0))
-
-
-def delete(spark: SparkSession, path: str, condition: str) -> None:
-    DeltaTable.forPath(spark, path).delete(condition)
 
 
 @dataclass(frozen=True)

@@ -60,11 +60,6 @@ def from_spark_time(value: datetime | None) -> datetime | None:
     return value.astimezone(timezone.utc)
 
 
-def sql_str(value: str) -> str:
-    """A SQL string literal. Names are validated (``[A-Za-z0-9.-]``) before they reach here."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def stream_key(scope: str, stream: str) -> str:
     """The streams table's partition value of a stream: 16 hex digits of SHA-1 of its scoped name."""
     return hashlib.sha1(f"{scope}/{stream}".encode()).hexdigest()[:16]
@@ -354,22 +349,6 @@ class Store:
             return self.segment_tails(scope, stream, segment_ids, txn.read_version)
         return {sid: SegmentTail(int(maxima[sid]["next_offset"]), maxima[sid]["record_type"] > RECORD_EVENT)
                 if sid in maxima else SegmentTail(0, False) for sid in segment_ids}
-
-    @staticmethod
-    def append_guard(tails: Mapping[int, int]) -> str:
-        """The MERGE condition fencing an append after ``tails``.
-
-        It names each segment as a literal partition predicate (so the MERGE reads those
-        partitions and conflicts with any concurrent add there) and matches any row beyond the
-        expected tail or any control record (a seal): if one exists, the insert-only MERGE
-        inserts nothing and the caller re-reads.
-        """
-        ids = ", ".join(str(int(sid)) for sid in sorted(tails))
-        stale = " OR ".join(
-            f"(t.segment_id = {int(sid)} AND (t.next_offset > {int(tail)} OR t.record_type > {RECORD_EVENT}))"
-            for sid, tail in sorted(tails.items()))
-        # the first conjunct is partition-only: Delta fences the commit on exactly these partitions
-        return f"t.segment_id IN ({ids}) AND ({stale})"
 
     def seal_segments(self, scope: str, stream: str, segment_ids: Sequence[int]) -> dict[int, int]:
         """Close each segment with a seal record at its length (idempotent); returns sealed sizes.

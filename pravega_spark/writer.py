@@ -1,7 +1,7 @@
 """``EventStreamWriter``: routed, framed, fenced appends (Pravega's ``EventStreamWriter``).
 
 One ``write_events`` call is one Delta commit, all-or-nothing: its events get contiguous offsets
-after each segment's tail, and the commit is fenced (see ``Store.append_guard``) so that a
+after each segment's tail, and the commit is fenced (see docs/ARCHITECTURE.md section 3) so that a
 concurrent append or seal of any open segment makes it retry from fresh tails, and a scale makes
 it re-route to the successors. Per routing key, events are appended in the DataFrame's row order
 (or ``order_by``).

@@ -223,26 +223,11 @@ def partition_value(file, column: str) -> str | None:
     return value.get() if value.isDefined() else None
 
 
-def file_max_values(file) -> dict | None:
-    """A file's ``maxValues`` statistics, or None if it has none."""
+def file_stats(file) -> dict:
+    """A file's statistics (``numRecords``, ``minValues``, ``maxValues``, ``nullCount``) as a
+    dict; empty if it has none."""
     stats = file.stats()
-    if not stats:
-        return None
-    return json.loads(stats).get("maxValues")
-
-
-def file_num_records(file) -> int:
-    """A file's record count from its statistics (0 if it has none)."""
-    stats = file.stats()
-    return int(json.loads(stats).get("numRecords", 0)) if stats else 0
-
-
-def file_min_values(file) -> dict | None:
-    """A file's ``minValues`` statistics, or None if it has none."""
-    stats = file.stats()
-    if not stats:
-        return None
-    return json.loads(stats).get("minValues")
+    return json.loads(stats) if stats else {}
 
 
 _ROWS: dict[tuple[str, str], tuple] = {}
@@ -355,7 +340,7 @@ def maxima_of(files: list, column: str, values: list[int], fields: list[str]) ->
         part = partition_value(f, column)
         if part is None or int(part) not in wanted:
             continue
-        maxima = file_max_values(f)
+        maxima = file_stats(f).get("maxValues")
         if maxima is None or any(maxima.get(name) is None for name in fields):
             return None
         seen = out.setdefault(int(part), {})

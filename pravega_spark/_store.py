@@ -389,7 +389,8 @@ class Store:
         if files is not None:  # a marker is always a file of its own: its statistics say so
             present = set()
             for f in files:
-                low, high = _delta.file_min_values(f) or {}, _delta.file_max_values(f) or {}
+                stats = _delta.file_stats(f)
+                low, high = stats.get("minValues") or {}, stats.get("maxValues") or {}
                 if low.get("record_type") == high.get("record_type") == RECORD_TRUNCATE:
                     present.add((int(_delta.partition_value(f, EVENTS_PARTITION)), low.get("offset")))
         else:
@@ -437,7 +438,8 @@ class Store:
         removed, straddling = [], []
         for f in files:
             start = below[int(_delta.partition_value(f, EVENTS_PARTITION))]
-            low, high = _delta.file_min_values(f) or {}, _delta.file_max_values(f) or {}
+            stats = _delta.file_stats(f)
+            low, high = stats.get("minValues") or {}, stats.get("maxValues") or {}
             if start is None or (high.get("offset") is not None and high["offset"] < start):
                 removed.append(f)
             elif low.get("offset") is None or low["offset"] < start:
@@ -451,7 +453,7 @@ class Store:
         copied = sum(f.num_records for f in kept)
         metrics = {"numRemovedFiles": len(removed) + len(straddling), "numAddedFiles": len(kept),
                    "numCopiedRows": copied,
-                   "numDeletedRows": sum(_delta.file_num_records(f) for f in removed + straddling) - copied}
+                   "numDeletedRows": sum(int(_delta.file_stats(f).get("numRecords", 0)) for f in removed + straddling) - copied}
         txn.record_metrics(metrics)
         version = txn.commit(actions, (EVENTS_PARTITION,), extra=txn.removals(removed + straddling),
                              delete_predicate=condition)

@@ -819,6 +819,33 @@ class StreamManager:
         cut = self.validate_stream_cut(scope, stream, position) if position is not None else None
         return time_window(cut or self._tail(record, records), watermark_list(self, scope, stream), records)
 
+    # ---- data quality ------------------------------------------------------------------------
+    def validate_stream(self, scope: str, stream: str):  # -> validation.StreamValidation
+        """Check the stream's stored invariants with Great Expectations suites.
+
+        One suite per prepared table (segments, epochs, events, stream cuts), one expectation per
+        invariant (``pravega_spark.validation.INVARIANTS``): every epoch covers ``[0, 1)``, ids
+        follow Pravega's encoding, sealed segments have covering successors, offsets are contiguous
+        and unique from the head with Pravega's framing, large events are complete, nothing lies
+        beyond a seal or below the head, staged data stays hidden, the head matches the truncation
+        record and is at or before the tail, subscriber cuts are valid and not behind the head, the
+        retention set increases and watermarks are monotone. A workflow a crashed process left
+        half-done is completed first, as the next operation on the stream would. Needs the
+        ``quality`` extra (great-expectations).
+
+        Returns:
+            ``StreamValidation``: ``success``, ``results`` (``(expectation, success, details)``),
+            ``counts`` (rows checked by kind), ``to_df(spark)`` and ``to_html(folder)``.
+
+        Example:
+            >>> result = manager.validate_stream("iot", "sensors")  # doctest: +SKIP
+            >>> result.success, result.counts["event"]  # doctest: +SKIP
+            (True, 1000)
+        """
+        from .validation import validate_stream
+
+        return validate_stream(self, scope, stream)
+
     # ---- maintenance -------------------------------------------------------------------------
     def vacuum(self, scope: str | None = None, stream: str | None = None,
                retention: timedelta | None = None) -> list[str]:

@@ -25,7 +25,8 @@ def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
     - nothing lies beyond a sealed segment's sealed size, which equals its last event's end;
     - every segment with events is a known segment; a seal record exactly for sealed segments;
     - the stream is ACTIVE or SEALED (no half-finished workflow);
-    - staged (transaction) rows exist only in the staging partitions of transactions not decided.
+    - staged (transaction) rows exist only in the staging partitions of transactions not decided;
+    - and, stated independently of this code, ``validate_stream``'s suites all hold (the oracle).
     """
     info = manager.stream_info(scope, stream)
     assert info.state in ("ACTIVE", "SEALED"), info.state
@@ -77,7 +78,15 @@ def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
             assert seals.get(sid) == seg.sealed_size, (sid, seals.get(sid), seg.sealed_size)
         else:
             assert sid not in seals, f"segment {sid} has a seal record but is open"
+    assert_valid(manager, scope, stream)
     return [r for seg_rows in events.values() for r in seg_rows if r.record_type == RECORD_EVENT]
+
+
+def assert_valid(manager, scope: str, stream: str):
+    """The oracle: ``validate_stream``'s Great Expectations suites all hold."""
+    result = manager.validate_stream(scope, stream)
+    assert result.success, str(result)
+    return result
 
 
 def check_key_order(event_rows) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 import pravega_spark as ps
 from pravega_spark.segments import segment_id
-from tests.invariants import check_key_order, check_stream_consistent
+from tests.invariants import assert_valid, check_key_order, check_stream_consistent
 from tests.test_concurrency import spawn
 
 
@@ -103,6 +103,7 @@ def test_create_killed_after_row_is_finished_by_next_operation(spark, root, mana
     assert info.state == "ACTIVE" and len(info.tail_stream_cut.positions) == 2
     assert manager.create_event_writer("iot", "sensors").write_event(b"x", routing_key="k").event_count == 1
     assert manager.create_stream("iot", "sensors") is False
+    assert_valid(manager, "iot", "sensors")
 
 
 @pytest.mark.slow

@@ -1,0 +1,191 @@
+"""validate_stream: the Great Expectations suites of a stream's invariants hold on a stream that
+went through everything (writes, a scale, a large event, a truncation, an open transaction, a
+subscriber, retention records, watermarks), and each corruption written straight into its Delta
+tables (with Delta's own API, as a buggy writer would) fails its own expectation, and only that one."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import functions as F
+
+import pravega_spark as ps
+from pravega_spark.schema import EVENTS_SCHEMA, RECORD_CHUNK_END, RECORD_EVENT, RECORD_STAGED
+from pravega_spark.validation import INVARIANTS, epoch_rows, segment_rows
+
+MIB = 1024 * 1024
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _rows(spark, batch: int, n: int = 40):
+    return spark.createDataFrame([(f"key-{i % 10}", f"w:{batch}:{i:04d}") for i in range(n)],
+                                 "routing_key string, event string")
+
+
+@pytest.fixture(scope="module")
+def rich_template(spark, tmp_path_factory) -> str:
+    """A store whose stream 'iot/sensors' has every kind of row and record (built once)."""
+    root = str(tmp_path_factory.mktemp("rich") / "store")
+    m = ps.StreamManager(spark, root)
+    m.create_scope("iot")
+    m.create_stream("iot", "sensors", ps.StreamConfiguration(
+        scaling_policy=ps.ScalingPolicy.fixed(2), retention_policy=ps.RetentionPolicy.by_size_bytes(10**12)))
+    w = m.create_event_writer("iot", "sensors", writer_id="w")
+    w.write_events(_rows(spark, 0))
+    head = w.write_events(_rows(spark, 1)).tail_stream_cut
+    w.note_time(T0)
+    m.compute_watermarks(now=T0 + timedelta(seconds=1))
+    m.run_retention(now=T0)
+    w.write_events(_rows(spark, 2))
+    m.scale_stream("iot", "sensors", [0], [(0.0, 0.25), (0.25, 0.5)])
+    w.write_events(_rows(spark, 3))
+    with w.stream_event(routing_key="key-1", chunk_size=4 * MIB) as event:  # 3 chunk rows
+        event.write(b"x" * (8 * MIB + 1024))
+        event.commit()
+    w.note_time(T0 + timedelta(seconds=10))
+    m.compute_watermarks(now=T0 + timedelta(seconds=11))
+    m.run_retention(now=T0 + timedelta(hours=1))
+    m.truncate_stream("iot", "sensors", head)
+    m.add_subscriber("iot", "sensors", "rg", 1)
+    m.update_subscriber_stream_cut("iot", "sensors", "rg", 1, m.tail_stream_cut("iot", "sensors"))
+    txn = m.create_transactional_writer("iot", "sensors", "tx").begin_txn(timedelta(seconds=600))
+    txn.write_events(_rows(spark, 9, 5))  # stays open: staged rows
+    return root
+
+
+@pytest.fixture
+def rich(spark, rich_template, tmp_path):
+    root = str(tmp_path / "store")
+    shutil.copytree(rich_template, root)
+    return ps.StreamManager(spark, root)
+
+
+def test_every_expectation_holds_on_a_stream_that_went_through_everything(spark, rich, tmp_path):
+    result = rich.validate_stream("iot", "sensors")
+    assert result.success, str(result)
+    assert bool(result) and result.failures == []
+    assert {r.expectation for r in result.results} == {i.name for i in INVARIANTS}
+    assert all(len(r) == 3 and r.details["unexpected_count"] == 0 for r in result.results)
+    counts = result.counts
+    assert counts["event"] == rich.read_events("iot", "sensors").count() - 1  # the large event: 3 chunk rows
+    assert counts["chunk"] == 3 and counts["staged"] == 5 and counts["seal"] == 1 and counts["truncate"] >= 1
+    assert counts["subscriber"] == 1 and counts["retention_record"] == 2 and counts["watermark"] == 2
+    assert counts["epochs"] == 2 and counts["segment"] == 4 and counts["epoch_member"] == 5
+    assert repr(result).startswith("StreamValidation(iot/sensors, success=True, 19 expectations")
+    table = result.to_df(spark)
+    assert table.count() == 19 and table.where("success").count() == 19
+    index = result.to_html(str(tmp_path / "docs"))
+    assert index.endswith("index.html") and (tmp_path / "docs" / "index.html").is_file()
+    assert list((tmp_path / "docs" / "validations").rglob("*.html"))
+
+
+def _events_path(m: ps.StreamManager) -> str:
+    return f"{m.root}/iot/sensors/events"
+
+
+def _segment_rows(spark, m, segment_id: int):
+    return (spark.read.format("delta").load(_events_path(m))
+            .where((F.col("segment_id") == segment_id) & (F.col("record_type") == RECORD_EVENT))
+            .orderBy("offset").collect())
+
+
+def _open_segment_of_epoch_0(m) -> int:
+    return next(r.segment_id for r in m._store.segment_records("iot", "sensors") if r.key_start == 0.5)
+
+
+def _gap(spark, m):
+    rows = _segment_rows(spark, m, _open_segment_of_epoch_0(m))
+    middle = rows[len(rows) // 2]
+    DeltaTable.forPath(spark, _events_path(m)).delete(
+        (F.col("segment_id") == middle.segment_id) & (F.col("offset") == middle.offset))
+
+
+def _duplicate(spark, m):
+    row = _segment_rows(spark, m, _open_segment_of_epoch_0(m))[3]
+    copy = spark.createDataFrame([row], EVENTS_SCHEMA)
+    copy.write.format("delta").mode("append").save(_events_path(m))
+
+
+def _beyond_seal(spark, m):
+    sealed = next(r for r in m._store.segment_records("iot", "sensors") if r.sealed_size is not None)
+    size = sealed.sealed_size
+    row = (sealed.segment_id, size, size + 8 + 3, RECORD_EVENT, "key-0", b"abc", "w", datetime.now(timezone.utc), None)
+    spark.createDataFrame([row], EVENTS_SCHEMA).write.format("delta").mode("append").save(_events_path(m))
+
+
+def _epoch_hole(spark, m):
+    """Segment 0 (epoch 0 only, sealed by the split) shrinks from [0, 0.5) to [0, 0.4): epoch 0
+    has a hole; its successors still cover its (smaller) range; no cut in use includes it."""
+    DeltaTable.forPath(spark, f"{m.root}/iot/sensors/segments").update(
+        F.col("segment_id") == 0, {"key_end": F.lit(0.4)})
+
+
+def _staged_row_made_readable(spark, m):
+    staged = (spark.read.format("delta").load(_events_path(m)).where(F.col("record_type") == RECORD_STAGED)
+              .orderBy("next_offset").first())
+    DeltaTable.forPath(spark, _events_path(m)).update(
+        (F.col("segment_id") == staged.segment_id) & (F.col("next_offset") == staged.next_offset),
+        {"record_type": F.lit(RECORD_EVENT)})
+
+
+def _orphan_chunks(spark, m):
+    """The large event loses its last chunk: its other chunks are left without an end."""
+    DeltaTable.forPath(spark, _events_path(m)).delete(F.col("record_type") == RECORD_CHUNK_END)
+
+
+def _subscriber_behind_head(spark, m):
+    head = m.head_stream_cut("iot", "sensors")
+    assert all(o > 0 for o in head.positions.values())
+    behind = F.array(*[F.struct(F.lit(s).cast("long").alias("segment_id"), F.lit(0).cast("long").alias("offset"))
+                       for s in sorted(head.positions)])
+    DeltaTable.forPath(spark, f"{m.root}/iot/sensors/subscribers").update(
+        F.col("subscriber") == "rg", {"stream_cut": behind})
+
+
+@pytest.mark.parametrize("corrupt, expectation", [
+    (_gap, "offsets_contiguous"),
+    (_duplicate, "offsets_unique"),
+    (_beyond_seal, "nothing_beyond_seal"),
+    (_epoch_hole, "epoch_covers_key_space"),
+    (_staged_row_made_readable, "staged_data_hidden"),
+    (_orphan_chunks, "large_events_complete"),
+    (_subscriber_behind_head, "subscriber_cuts_not_behind_head"),
+], ids=lambda v: v if isinstance(v, str) else v.__name__.strip("_"))
+def test_each_corruption_fails_its_own_expectation_and_only_it(spark, rich, corrupt, expectation):
+    corrupt(spark, rich)
+    result = rich.validate_stream("iot", "sensors")
+    assert not result.success
+    assert [r.expectation for r in result.failures] == [expectation], str(result)
+    (failed,) = result.failures
+    assert failed.details["unexpected_count"] >= 1 and failed.details["examples"]
+    assert f"FAILED {expectation}" in str(result)
+
+
+# ---- the small tables' preparation (pure Python) ----------------------------------------------
+def _seg(sid, number, epoch, start, end, sealed_epoch=None, size=None):
+    return {"segment_id": sid, "segment_number": number, "creation_epoch": epoch, "key_start": start,
+            "key_end": end, "sealed_epoch": sealed_epoch, "sealed_size": size}
+
+
+def test_epoch_rows_give_each_member_its_neighbours_and_mark_an_empty_epoch():
+    history = [_seg(0, 0, 0, 0.0, 0.5, 1, 10), _seg(1, 1, 0, 0.5, 1.0),
+               _seg(1 << 32 | 2, 2, 1, 0.0, 0.25), _seg(1 << 32 | 3, 3, 1, 0.25, 0.5)]
+    rows = epoch_rows(history, 2)
+    by_epoch = {}
+    for r in rows:
+        by_epoch.setdefault(r["epoch"], []).append((r.get("segment_id"), r["expected_key_start"], r["expected_key_end"]))
+    assert by_epoch[0] == [(0, 0.0, 0.5), (1, 0.5, 1.0)]
+    assert by_epoch[1] == [(1 << 32 | 2, 0.0, 0.25), (1 << 32 | 3, 0.25, 0.5), (1, 0.5, 1.0)]
+    assert by_epoch[2] == by_epoch[1]
+    assert epoch_rows([], 0) == [{"table": "epochs", "kind": "epoch_member", "name": "0", "epoch": 0,
+                                  "expected_key_start": 0.0, "expected_key_end": 1.0}]
+
+
+def test_segment_rows_measure_what_the_successors_cover():
+    history = [_seg(0, 0, 0, 0.0, 0.5, 1, 10), _seg(1, 1, 0, 0.5, 1.0, 1, 10),
+               _seg(1 << 32 | 2, 2, 1, 0.0, 0.3)]  # 1's successor is missing, 0's covers 0.3 of 0.5
+    coverage = {r["segment_id"]: r["successor_coverage"] for r in segment_rows(history)}
+    assert coverage[0] == pytest.approx(0.3) and coverage[1] == 0.0 and coverage[1 << 32 | 2] is None

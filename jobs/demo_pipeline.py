@@ -112,7 +112,9 @@ def main(argv=None) -> int:
     print(f"\nhead: {info.head_stream_cut}\ntail: {info.tail_stream_cut}")
     print(f"size: {info.size_bytes} bytes; took {time.monotonic() - started:.1f}s")
     events.unpersist()
-    ok = read == total and violations == 0
+    validation = manager.validate_stream(scope, stream)
+    print(f"\ninvariants: {validation}")
+    ok = read == total and violations == 0 and validation.success
     print("RESULT:", "OK" if ok else "FAILED")
     return 0 if ok else 1
 

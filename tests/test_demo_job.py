@@ -5,14 +5,34 @@ from __future__ import annotations
 
 import pytest
 
+from pyspark.sql import functions as F
+
 from jobs import demo_pipeline
+from jobs import validate as validate_job
 
 
 @pytest.mark.slow
-def test_demo_pipeline_main_with_default_arguments(spark, tmp_path, monkeypatch, capsys):
+def test_demo_pipeline_main_with_default_arguments_then_the_validation_job(spark, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert demo_pipeline.main([]) == 0
     out = capsys.readouterr().out
     assert "events ingested: 24000, read back: 24000, per-device order violations: 0" in out
     assert "epoch 1" in out and "RESULT: OK" in out
-    assert (tmp_path / "store" / "demo" / "demo" / "telemetry" / "events" / "_delta_log").is_dir()
+    assert "invariants: StreamValidation(demo/telemetry, success=True" in out
+    events = tmp_path / "store" / "demo" / "demo" / "telemetry" / "events"
+    assert (events / "_delta_log").is_dir()
+
+    # the validation job on the demo's store, as an operator runs it (relative paths)
+    assert validate_job.main(["--root", "store/demo", "--docs", "docs"]) == 0
+    out = capsys.readouterr().out
+    assert "OK demo/telemetry: 19 expectations" in out and "validate: 1 streams, 0 with violations" in out
+    assert (tmp_path / "docs" / "demo" / "telemetry" / "index.html").is_file()
+
+    # a row written twice behind the library's back: the job reports it and fails
+    row = spark.read.format("delta").load(str(events)).where(F.col("record_type") == 0).limit(1)
+    row.write.format("delta").mode("append").save(str(events))
+    assert validate_job.main(["--root", "store/demo", "--scope", "demo", "--stream", "telemetry"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED demo/telemetry" in out and "  offsets_unique: 1 of " in out
+    assert validate_job.main(["--root", "store/demo", "--scope", "demo", "--stream", "nope"]) == 2
+

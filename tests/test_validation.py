@@ -42,6 +42,8 @@ def rich_template(spark, tmp_path_factory) -> str:
     w.write_events(_rows(spark, 2))
     m.scale_stream("iot", "sensors", [0], [(0.0, 0.25), (0.25, 0.5)])
     w.write_events(_rows(spark, 3))
+    m.add_subscriber("iot", "sensors", "rg", 1)  # its cut: before the large event
+    m.update_subscriber_stream_cut("iot", "sensors", "rg", 1, m.tail_stream_cut("iot", "sensors"))
     with w.stream_event(routing_key="key-1", chunk_size=4 * MIB) as event:  # 3 chunk rows
         event.write(b"x" * (8 * MIB + 1024))
         event.commit()
@@ -49,8 +51,6 @@ def rich_template(spark, tmp_path_factory) -> str:
     m.compute_watermarks(now=T0 + timedelta(seconds=11))
     m.run_retention(now=T0 + timedelta(hours=1))
     m.truncate_stream("iot", "sensors", head)
-    m.add_subscriber("iot", "sensors", "rg", 1)
-    m.update_subscriber_stream_cut("iot", "sensors", "rg", 1, m.tail_stream_cut("iot", "sensors"))
     txn = m.create_transactional_writer("iot", "sensors", "tx").begin_txn(timedelta(seconds=600))
     txn.write_events(_rows(spark, 9, 5))  # stays open: staged rows
     return root

@@ -4,7 +4,6 @@ its default arguments (a relative store root) from whatever the working director
 from __future__ import annotations
 
 import pytest
-
 from pyspark.sql import functions as F
 
 from jobs import demo_pipeline

@@ -48,6 +48,7 @@ from .stream_cut import StreamCut
 from .stream_manager import StreamManager
 from .transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
 from .truncation import TruncationRecord
+from .validation import ExpectationResult, StreamValidation
 from .watermarks import TimeWindow, Watermark, WriterMark
 from .writer import EventStreamWriter, InvalidEventError, WriteResult
 
@@ -64,5 +65,5 @@ __all__ = [
     "InvalidWriterMarkError", "PingFailedError", "TimeWindow", "Transaction", "TransactionalEventStreamWriter",
     "TxnNotFoundError", "TxnStatus", "Watermark", "WriterMark",
     "EventPointer", "LargeEventFailedError", "LargeEventReader", "LargeEventWriter", "NoSuchEventError",
-    "TransientCleanup",
+    "TransientCleanup", "ExpectationResult", "StreamValidation",
 ]

@@ -70,6 +70,7 @@ from .truncation import (
     initial_truncation_record,
     partial_truncations,
 )
+from .validation import StreamValidation
 
 log = logging.getLogger("pravega_spark")
 
@@ -820,7 +821,7 @@ class StreamManager:
         return time_window(cut or self._tail(record, records), watermark_list(self, scope, stream), records)
 
     # ---- data quality ------------------------------------------------------------------------
-    def validate_stream(self, scope: str, stream: str):  # -> validation.StreamValidation
+    def validate_stream(self, scope: str, stream: str) -> StreamValidation:
         """Check the stream's stored invariants with Great Expectations suites.
 
         One suite per prepared table (segments, epochs, events, stream cuts), one expectation per

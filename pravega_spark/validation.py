@@ -444,16 +444,27 @@ def _undecided_staging(manager, scope: str, stream: str) -> list[int]:
             if t["status"] == "OPEN" or t["timed_out"]]
 
 
+def _quiet_version(manager, scope: str, stream: str, attempts: int = 20):
+    """The settled stream row and an events-table version read while that row did not change."""
+    for _ in range(attempts):
+        record = manager._recover(manager._stream(scope, stream))
+        version = manager._store.events_version(scope, stream)
+        if manager._stream(scope, stream).row_version == record.row_version:
+            return record, version
+    raise RuntimeError(f"{scope}/{stream} kept changing while being validated ({attempts} attempts)")
+
+
 def prepared_batches(manager, scope: str, stream: str) -> tuple[dict[str, DataFrame], int]:
     """The stream's two GX batches, ``metadata`` (segments, epochs and stream cuts) and ``events``,
     with their ``violates_*`` columns; and its number of epochs.
 
     A workflow a crashed process left half-done is completed first, as the next operation on the
-    stream would (a truncation's deletes included)."""
+    stream would (a truncation's deletes included). The events are read at one version, taken
+    while the stream row stayed unchanged: no scale, truncation or seal moved on meanwhile."""
     from .schema import SCALING, SEALING
 
-    record = manager._recover(manager._stream(scope, stream))
     store = manager._store
+    record, version = _quiet_version(manager, scope, stream)
     records = store.segment_records(scope, stream)
     truncation = manager._truncation(record, records)
     head, tail = manager._head(record, records), manager._tail(record, records)
@@ -471,7 +482,7 @@ def prepared_batches(manager, scope: str, stream: str) -> tuple[dict[str, DataFr
         watermarks=_watermarks(manager, scope, stream))
     # the segments table's rows as stored (read without a Spark job), not the parsed records
     segments = store.table_rows(store.segments_path(scope, stream))
-    walk = event_walk(store.events(scope, stream), readable_from=readable_from,
+    walk = event_walk(store.events(scope, stream, version), readable_from=readable_from,
                       sealed_sizes={r.segment_id: r.sealed_size for r in records if r.sealed_size is not None},
                       undecided_staging=_undecided_staging(manager, scope, stream),
                       workflow_pending=record.state in (SCALING, SEALING))
@@ -484,7 +495,11 @@ def validate_stream(manager, scope: str, stream: str) -> StreamValidation:
     """Run the Great Expectations suites of the stream's invariants (see the module docstring)."""
     import time
 
-    from . import _gx
+    try:
+        from . import _gx
+    except ImportError as exc:  # the `quality` extra is not installed
+        raise ImportError(f"validate_stream needs Great Expectations 1.x: pip install 'pravega-spark[quality]' "
+                          f"({exc})") from exc
 
     scoped = f"{scope}/{stream}"
     batches, epochs = prepared_batches(manager, scope, stream)

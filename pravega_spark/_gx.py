@@ -18,6 +18,8 @@ import os
 from typing import Any, ClassVar
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+# GX logs its own registrations and temporary folders at INFO while importing and running
+logging.getLogger("great_expectations").setLevel(logging.WARNING)
 
 import great_expectations as gx  # noqa: E402
 from great_expectations.core.metric_domain_types import MetricDomainTypes  # noqa: E402
@@ -35,8 +37,6 @@ log = logging.getLogger("pravega_spark")
 
 METRIC = "pravega.invariant_violations"
 MAX_EXAMPLES = 5
-for _noisy in ("great_expectations", "great_expectations.core", "great_expectations.data_context"):
-    logging.getLogger(_noisy).setLevel(logging.ERROR)
 
 
 def _plain(value: Any) -> Any:

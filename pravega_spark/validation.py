@@ -47,7 +47,6 @@ from .stream_cut import StreamCut, stream_cut_equal_or_after
 log = logging.getLogger("pravega_spark")
 
 SEGMENTS, EPOCHS, EVENTS, STREAM_CUTS = "segments", "epochs", "events", "stream_cuts"
-TABLES = (SEGMENTS, EPOCHS, EVENTS, STREAM_CUTS)
 # successors' key ranges are compared by the length they cover: allow float rounding, not a gap
 KEY_TOLERANCE = 1e-12
 
@@ -143,11 +142,6 @@ INVARIANTS: tuple[Invariant, ...] = (
               "OR NOT at_or_after_previous)",
               "watermarks (in emission order) never go back in time or position"),
 )
-
-
-def invariants_of(table: str) -> list[Invariant]:
-    """The invariants stated on one prepared table."""
-    return [i for i in INVARIANTS if i.table == table]
 
 
 VIOLATION_PREFIX = "violates_"

@@ -334,18 +334,28 @@ def _arrow_type(spark_type):
 def maxima_of(files: list, column: str, values: list[int], fields: list[str]) -> dict[int, dict] | None:
     """Per partition value, the maximum of each of ``fields`` over ``files``' statistics (None
     if a file lacks them): ``Transaction.partition_maxima`` without a Spark job."""
+    return _extrema_of(files, column, values, fields, "maxValues", max)
+
+
+def minima_of(files: list, column: str, values: list[int], fields: list[str]) -> dict[int, dict] | None:
+    """Per partition value, the minimum of each of ``fields`` over ``files``' statistics (None
+    if a file lacks them)."""
+    return _extrema_of(files, column, values, fields, "minValues", min)
+
+
+def _extrema_of(files: list, column: str, values: list[int], fields: list[str], key: str, pick) -> dict[int, dict] | None:
     wanted = {int(v) for v in values}
     out: dict[int, dict] = {}
     for f in files:
         part = partition_value(f, column)
         if part is None or int(part) not in wanted:
             continue
-        maxima = file_stats(f).get("maxValues")
-        if maxima is None or any(maxima.get(name) is None for name in fields):
+        found = file_stats(f).get(key)
+        if found is None or any(found.get(name) is None for name in fields):
             return None
         seen = out.setdefault(int(part), {})
         for name in fields:
-            seen[name] = maxima[name] if seen.get(name) is None else max(seen[name], maxima[name])
+            seen[name] = found[name] if seen.get(name) is None else pick(seen[name], found[name])
     return out
 
 

@@ -18,6 +18,7 @@ from pyspark.sql.types import StructType
 
 from . import _delta
 from .schema import (
+    CHUNK_TYPES,
     EVENTS_PARTITION,
     EVENTS_PROPERTIES,
     EVENTS_SCHEMA,
@@ -339,6 +340,18 @@ class Store:
         tails = {sid: found.get(sid, SegmentTail(0, False)) for sid in ids}
         self._cache[(path, ("tails", tuple(ids)))] = (state, tails)
         return tails
+
+    def may_hold_chunks(self, scope: str, stream: str, segment_ids: Iterable[int], version: int | None = None) -> bool:
+        """Whether the segments may hold large-event chunk rows at the events table's latest
+        version (or ``version``): False only if the checksum file lists every file and none of
+        these segments' files has a ``record_type`` as low as a chunk's (no Spark job)."""
+        ids = sorted(set(segment_ids))
+        if not ids:
+            return False
+        snap = _delta.snapshot(self.spark, self.events_path(scope, stream), version)
+        files = _delta.crc_files(snap)
+        minima = _delta.minima_of(files, EVENTS_PARTITION, ids, ["record_type"]) if files is not None else None
+        return minima is None or any(m["record_type"] <= max(CHUNK_TYPES) for m in minima.values())
 
     def segment_tails_in(self, txn: _delta.Transaction, scope: str, stream: str,
                          segment_ids: Sequence[int]) -> dict[int, SegmentTail]:

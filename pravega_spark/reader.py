@@ -21,6 +21,14 @@ from .stream_cut import StreamCut, segments_between, stream_cut_equal_or_after
 MAX_RANGES_IN_FILTER = 200
 
 
+def open_ended_at_tail(ranges: Sequence[SegmentRange], tail: StreamCut) -> list[SegmentRange]:
+    """``ranges`` with every end that is its segment's ``tail`` offset made open: for a read
+    pinned at the table version the tail was taken from, nothing lies beyond it anyway, and a
+    bound the scan need not evaluate per row is cheaper."""
+    return [SegmentRange(r.segment_id, r.start, None) if r.end is not None and tail.positions.get(r.segment_id) == r.end
+            else r for r in ranges]
+
+
 @dataclass(frozen=True)
 class SegmentRange:
     """Offsets ``[start, end)`` of one segment to read; ``end=None`` reads to the segment's end."""
@@ -63,7 +71,9 @@ def filter_segment_ranges(events: DataFrame, *, ranges: Sequence[SegmentRange]) 
     if len(ranges) <= MAX_RANGES_IN_FILTER:
         cond = None
         for r in ranges:
-            c = (F.col("segment_id") == F.lit(r.segment_id)) & (F.col("offset") >= F.lit(r.start))
+            c = F.col("segment_id") == F.lit(r.segment_id)
+            if r.start > 0:
+                c = c & (F.col("offset") >= F.lit(r.start))
             if r.end is not None:
                 c = c & (F.col("offset") < F.lit(r.end))
             cond = c if cond is None else cond | c

@@ -649,10 +649,14 @@ class StreamManager:
                          before_probe=lambda: reader.check_read_bounds(start_cut, end_cut,
                                                                        self._head(record, records), records))
         ranges = reader.segment_ranges(start_cut, end_cut, records)
-        return (self._store.events(scope, stream, version)
-                .transform(reader.filter_segment_ranges, ranges=ranges)
-                .transform(assemble_large_events)
-                .transform(reader.select_read_columns, scope=scope, stream=stream))
+        if version is not None and (end == "latest" or (isinstance(end, StreamCut) and end.is_unbounded)):
+            ranges = reader.open_ended_at_tail(ranges, end_cut)  # the events are read at the tail's version
+        events = self._store.events(scope, stream, version).transform(reader.filter_segment_ranges, ranges=ranges)
+        # chunk assembly costs a second scan of the range: only when a large event may be in it
+        # (the data between two cuts never changes; with "latest", ``version`` is pinned)
+        if self._store.may_hold_chunks(scope, stream, [r.segment_id for r in ranges], version):
+            events = events.transform(assemble_large_events)
+        return events.transform(reader.select_read_columns, scope=scope, stream=stream)
 
     # ---- writers -----------------------------------------------------------------------------
     def create_event_writer(self, scope: str, stream: str, writer_id: str | None = None,

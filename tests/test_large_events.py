@@ -77,6 +77,11 @@ def test_round_trip_around_the_regular_limit(spark, root, manager, stream2, size
     payload = large_payload(size, seed=size)
     result = _write_large(writer, payload, chunk_size=ps.MAX_EVENT_SIZE, piece=3 * MIB)
     assert (result.event_count, result.byte_count) == (1, 8 + size)
+    # chunk assembly (a window over chunks and a second scan) only where chunks may be
+    chunked = size > ps.MAX_EVENT_SIZE
+    assert manager._store.may_hold_chunks("iot", "sensors", [0, 1]) is chunked
+    plan = manager.read_events("iot", "sensors")._jdf.queryExecution().optimizedPlan().toString()
+    assert ("Window" in plan) is chunked
     rows = manager.read_events("iot", "sensors").collect()
     assert len(rows) == 1 and bytes(rows[0].event) == payload
     raw = [r for r in events_rows(spark, root, "iot", "sensors") if r.record_type != ps.schema.RECORD_TRUNCATE]

@@ -124,3 +124,12 @@ def test_filter_segment_ranges_is_a_pure_transformation(spark):
     got = events.transform(filter_segment_ranges, ranges=[SegmentRange(0, 18, 45)])
     assert [r.offset for r in got.orderBy("offset").collect()] == [18, 27, 36]
     assert events.transform(filter_segment_ranges, ranges=[SegmentRange(0, 0, None)]).count() == 10
+
+
+def test_ranges_ending_at_the_tail_read_at_its_version_are_open_ended():
+    from pravega_spark.reader import SegmentRange, open_ended_at_tail
+
+    tail = ps.StreamCut("iot/s", {1: 100, 2: 50})
+    ranges = [SegmentRange(0, 0, 40), SegmentRange(1, 10, 100), SegmentRange(2, 0, 30), SegmentRange(3, 0, None)]
+    assert open_ended_at_tail(ranges, tail) == [SegmentRange(0, 0, 40), SegmentRange(1, 10, None),
+                                                SegmentRange(2, 0, 30), SegmentRange(3, 0, None)]

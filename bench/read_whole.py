@@ -1,0 +1,105 @@
+"""A whole-stream read as a user runs it, vs a raw Delta read of the same rows and columns.
+
+    .venv/bin/python bench/read_whole.py [--events 1010000] [--size 200] [--rounds 5] [--root /tmp/bench-read]
+
+``read_events(scope, stream)`` ("earliest" to "latest") aggregated over ``event`` (summed
+lengths), ``routing_key``, ``segment_id`` and ``offset``, against ``spark.read.format("delta")``
+of the events table filtered to event rows, aggregated the same way. 1,010,000 events of ~200 B
+over 4 segments, no large event (issue #17's read target: >= 0.8x, warm and cold).
+
+Warm: alternating in one process, after one run of each. Cold: each variant's first query in a
+fresh process (JVM start excluded: the session is created before the clock starts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pyspark.sql import functions as F
+
+import pravega_spark as ps
+
+SCOPE, STREAM = "bench", "read"
+
+
+def aggregate(df):
+    return df.agg(F.sum(F.length("event")), F.count("routing_key"), F.sum("segment_id"), F.sum("offset")).collect()[0]
+
+
+def variants(manager: ps.StreamManager) -> dict:
+    path = f"{manager.root}/{SCOPE}/{STREAM}/events"
+    return {
+        "raw": lambda: aggregate(manager.spark.read.format("delta").load(path).where(F.col("record_type") == 0)),
+        "read_events": lambda: aggregate(manager.read_events(SCOPE, STREAM)),
+    }
+
+
+def session():
+    spark = ps.spark_session(**{"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def cold(root: str, name: str) -> None:
+    fn = variants(ps.StreamManager(session(), root))[name]
+    start = time.perf_counter()
+    fn()
+    print(f"{time.perf_counter() - start:.3f}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_010_000)
+    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--root", default="/tmp/bench-read")
+    parser.add_argument("--cold", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.cold:
+        cold(args.root, args.cold)
+        return 0
+    shutil.rmtree(args.root, ignore_errors=True)
+    manager = ps.StreamManager(session(), args.root)
+    manager.create_scope(SCOPE)
+    manager.create_stream(SCOPE, STREAM, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
+    source = manager.spark.range(args.events).select(
+        F.concat(F.lit("device-"), (F.col("id") % 10000).cast("string")).alias("routing_key"),
+        F.concat(F.col("id").cast("string"), F.lit(":"), F.expr(f"repeat('x', {args.size - 12})")).alias("event"))
+    manager.create_event_writer(SCOPE, STREAM, writer_id="bench").write_events(source)
+    fns = variants(manager)
+    results = {name: fn() for name, fn in fns.items()}  # warm-up, and the same answer
+    assert results["raw"] == results["read_events"], results
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(args.rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    print(f"{args.events} events of ~{args.size} B, 4 segments; aggregate of event, routing_key, segment_id, offset")
+    for name, ts in times.items():
+        print(f"  warm {name:12s} median {statistics.median(ts):.2f}s best {min(ts):.2f}s "
+              f"(runs {', '.join(f'{t:.2f}' for t in ts)})")
+    warm = statistics.median(times["raw"]) / statistics.median(times["read_events"])
+    cold_times = {name: [] for name in fns}
+    for _ in range(3):
+        for name in fns:
+            out = subprocess.run([sys.executable, __file__, "--root", args.root, "--cold", name],
+                                 capture_output=True, text=True, check=True).stdout.split()
+            cold_times[name].append(float(out[-1]))
+    for name, ts in cold_times.items():
+        print(f"  cold {name:12s} median {statistics.median(ts):.2f}s (runs {', '.join(f'{t:.2f}' for t in ts)})")
+    cold_ratio = statistics.median(cold_times["raw"]) / statistics.median(cold_times["read_events"])
+    print(f"read_events vs raw: warm {warm:.2f}x, cold {cold_ratio:.2f}x (medians; target >= 0.8x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -326,7 +326,7 @@ class Transaction:
 
         order = [F.col("__write"), F.col("__seq")]
         try:
-            result = _delta.retrying(lambda: inner._attempt(staged, order, guard), f"commit {self!r}", inner._retry)
+            result = inner._retrying(lambda: inner._attempt(staged, order, guard), f"commit {self!r}")
         except _LeaseExpired:
             self._abort()
             raise TxnFailedError(f"{self!r}: its lease expired, it was aborted; it cannot be committed") from None

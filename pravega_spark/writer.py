@@ -1,9 +1,10 @@
 """``EventStreamWriter``: routed, framed, fenced appends (Pravega's ``EventStreamWriter``).
 
 One ``write_events`` call is one Delta commit, all-or-nothing: its events get contiguous offsets
-after each segment's tail, and the commit is fenced (see docs/ARCHITECTURE.md section 3) so that a
-concurrent append or seal of any open segment makes it retry from fresh tails, and a scale makes
-it re-route to the successors. Per routing key, events are appended in the DataFrame's row order
+after each segment's tail, and the commit is fenced on the segments it writes to (see
+docs/ARCHITECTURE.md section 3) so that a concurrent append or seal of one of them makes it retry
+from fresh tails, and a scale makes it re-route to the successors; writers of other segments of
+the stream do not get in its way. Per routing key, events are appended in the DataFrame's row order
 (or ``order_by``).
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame
@@ -86,6 +87,8 @@ class WriteResult:
         version: the events table's Delta version of the commit (None if nothing was written).
         tail_stream_cut: the stream's tail right after the commit.
         segments: framed bytes appended per segment id.
+        retries: attempts that lost to a concurrent commit (a conflict on a segment written to,
+            or a scale in progress) before this one succeeded.
     """
 
     event_count: int
@@ -93,10 +96,11 @@ class WriteResult:
     version: int | None
     tail_stream_cut: StreamCut
     segments: dict[int, int] = field(default_factory=dict)
+    retries: int = 0
 
     def __repr__(self) -> str:
         return (f"WriteResult(events={self.event_count}, bytes={self.byte_count}, "
-                f"version={self.version}, tail={self.tail_stream_cut!r})")
+                f"version={self.version}, tail={self.tail_stream_cut!r}, retries={self.retries})")
 
 
 class EventStreamWriter:
@@ -191,8 +195,8 @@ class EventStreamWriter:
         order.append(F.col("__seq"))
         guard = None if number is None else self._idempotence_guard(number)
         small = small_events(events, names)
-        return _delta.retrying(lambda: self._attempt(small if small is not None else events, order, guard),
-                               f"append to {self.scoped_name}", self._retry)
+        return self._retrying(lambda: self._attempt(small if small is not None else events, order, guard),
+                              f"append to {self.scoped_name}")
 
     def stream_event(self, routing_key: str | None = None, chunk_size: int | None = None):
         """Start a large event (up to 1 GiB): a writable binary file, committed as one event.
@@ -298,6 +302,20 @@ class EventStreamWriter:
 
         return guard
 
+    def _retrying(self, attempt, what: str) -> WriteResult:
+        """``attempt()`` under this writer's retry policy; the result counts the lost attempts."""
+        attempts = 0
+
+        def step() -> WriteResult:
+            nonlocal attempts
+            attempts += 1
+            return attempt()
+
+        result = _delta.retrying(step, what, self._retry)
+        if attempts > 1:
+            log.info("%s: %s took %d attempts", self.writer_id, what, attempts)
+        return replace(result, retries=attempts - 1)
+
     def _attempt(self, events, order, guard=None) -> WriteResult:
         """One attempt of an append: a fenced Delta transaction on the events table.
 
@@ -319,8 +337,6 @@ class EventStreamWriter:
             self._manager._active_stream(self.scope, self.stream)  # finishes the pending scale
             raise
         self._hint = None
-        # the fence: a commit adding files to any open segment after our snapshot makes ours fail
-        txn.track_partitions("segment_id", sorted(tails))
         if isinstance(events, list):  # a few events, already in this process: see ``small_events``
             actions, files = self._write_small(txn, events, segments, tails)
         else:
@@ -328,24 +344,40 @@ class EventStreamWriter:
         if not files and not extra:
             self._hint = (segments, tails, txn.read_version, txn.table_id)
             return WriteResult(0, 0, None, StreamCut(self.scoped_name, tails))
+        # the fence: only the segments written to. A commit adding files to one of them (an
+        # append, a seal, a truncation marker) or removing some after our snapshot makes ours
+        # fail; writers of other segments of the stream go on in parallel.
+        written = sorted({int(f.partition[EVENTS_PARTITION]) for f in files})
+        if written:
+            txn.track_partitions(EVENTS_PARTITION, written)
         failpoint("append:before_commit")
         version = txn.commit(actions, (EVENTS_PARTITION,), extra)
         failpoint("append:after_commit")
-        # The fence covered every open segment, so nothing else landed in them between our
-        # snapshot and our commit: each tail is the old one or the end of what we wrote.
+        lengths = self._lengths_after(txn, version, tails, files)
+        grown = {sid: lengths[sid] - tails[sid] for sid in written if lengths[sid] != tails[sid]}
+        self._hint = (segments, lengths, version, txn.table_id)
+        self._position = {sid: off for sid, off in self._position.items() if sid in tails}
+        self._position.update({sid: lengths[sid] for sid in grown})
+        result = WriteResult(sum(f.num_records for f in files), sum(grown.values()), version,
+                             StreamCut(self.scoped_name, lengths), grown)
+        log.info("%s wrote %d events (%d bytes) to %s at version %s", self.writer_id,
+                 result.event_count, result.byte_count, self.scoped_name, version)
+        return result
+
+    def _lengths_after(self, txn: _delta.Transaction, version: int, tails: dict[int, int], files) -> dict[int, int]:
+        """Each open segment's length right after our commit at ``version``. A written segment's
+        is the end of what we wrote (the fence kept everyone else out of it). The others' are our
+        snapshot's, unless someone committed between our snapshot and our commit: then they are
+        read again at ``version`` (file statistics of its checksum; no Spark job)."""
         lengths = dict(tails)
         for f in files:
             sid = int(f.partition[EVENTS_PARTITION])
             lengths[sid] = max(lengths[sid], int(f.max_values["next_offset"]))
-        written = {sid: lengths[sid] - tails[sid] for sid in tails if lengths[sid] != tails[sid]}
-        self._hint = (segments, lengths, version, txn.table_id)
-        self._position = {sid: off for sid, off in self._position.items() if sid in tails}
-        self._position.update({sid: lengths[sid] for sid in written})
-        result = WriteResult(sum(f.num_records for f in files), sum(written.values()), version,
-                             StreamCut(self.scoped_name, lengths), written)
-        log.info("%s wrote %d events (%d bytes) to %s at version %s", self.writer_id,
-                 result.event_count, result.byte_count, self.scoped_name, version)
-        return result
+        untouched = [sid for sid in tails if sid not in {int(f.partition[EVENTS_PARTITION]) for f in files}]
+        if untouched and version != txn.read_version + 1:
+            fresh = self._store.segment_tails(self.scope, self.stream, untouched, version)
+            lengths.update({sid: t.length for sid, t in fresh.items()})
+        return lengths
 
     def _write_with_spark(self, txn: _delta.Transaction, events: DataFrame, segments, tails, order):
         """Route, frame and lay out ``events`` after ``tails`` in one Spark job writing the files."""

@@ -51,6 +51,31 @@ def test_concurrent_writers_and_scaler(spark, root, manager):
 
 
 @pytest.mark.slow
+def test_writers_of_disjoint_segments_commit_without_retries(spark, root, manager):
+    """Two writer processes, each on its own segment of one stream: no conflict, no retry
+    (a write fences only the segments it appends to)."""
+    manager.create_scope("iot")
+    manager.create_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
+    candidates = spark.createDataFrame([(f"key-{i}",) for i in range(64)], "k string")
+    positions = candidates.select("k", ps.key_position("k").alias("p")).collect()
+    halves = [[r.k for r in positions if r.p < 0.5][:6], [r.k for r in positions if r.p >= 0.5][:6]]
+    batches, per_batch = 8, 40
+    procs = [spawn("append", "--root", root, "--writer", f"w{i}", "--batches", str(batches),
+                   "--per-batch", str(per_batch), "--key-list", ",".join(keys)) for i, keys in enumerate(halves)]
+    outputs = [p.communicate(timeout=900) for p in procs]
+    for p, (out, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, f"worker failed:\n{out}\n{err[-3000:]}"
+    wrote = [line.split() for out, _ in outputs for line in out.splitlines() if line.startswith("WROTE")]
+    assert len(wrote) == 2 * batches
+    assert [int(w[5]) for w in wrote] == [0] * (2 * batches), wrote  # retries per write
+    events = check_stream_consistent(spark, manager, "iot", "sensors")
+    assert len(events) == 2 * batches * per_batch
+    assert {r.segment_id for r in events if r.event.decode().startswith("w0:")} == {0}
+    assert {r.segment_id for r in events if r.event.decode().startswith("w1:")} == {1}
+    check_key_order(events)
+
+
+@pytest.mark.slow
 def test_truncation_while_writers_append_and_a_scale_happens(spark, root, manager):
     """Nothing above the head is lost: the bytes truncated plus the bytes still stored are
     exactly the bytes written, every stored event is a written one, once, in order per key."""

@@ -1,6 +1,6 @@
 """Worker processes for the concurrency and crash tests (real OS processes, own JVMs).
 
-    python -m tests.workers append --root R --scope S --stream T --writer W --batches B --per-batch N --keys K
+    python -m tests.workers append --root R --scope S --stream T --writer W --batches B --per-batch N --keys K [--key-list a,b]
     python -m tests.workers scale  --root R --scope S --stream T --scales M
     python -m tests.workers truncate --root R --scope S --stream T --truncations M --pause P
     python -m tests.workers crash  --root R --scope S --stream T --failpoint NAME --op scale|append|seal|create|delete|truncate|idempotent-append|txn-commit
@@ -35,10 +35,14 @@ def batch_rows(writer: str, batch: int, per_batch: int, keys: int):
 
 def run_append(m: ps.StreamManager, a) -> None:
     writer = m.create_event_writer(a.scope, a.stream, writer_id=a.writer)
+    names = a.key_list.split(",") if a.key_list else None
     for b in range(a.batches):
-        df = m.spark.createDataFrame(batch_rows(a.writer, b, a.per_batch, a.keys), "routing_key string, event string")
+        rows = batch_rows(a.writer, b, a.per_batch, a.keys)
+        if names:  # only these routing keys (e.g. all in one segment)
+            rows = [(names[i % len(names)], p) for i, (_, p) in enumerate(rows)]
+        df = m.spark.createDataFrame(rows, "routing_key string, event string")
         result = writer.write_events(df)
-        print(f"WROTE {a.writer} {b} {result.event_count} {result.version}", flush=True)
+        print(f"WROTE {a.writer} {b} {result.event_count} {result.version} {result.retries}", flush=True)
 
 
 def run_scale(m: ps.StreamManager, a) -> None:
@@ -155,6 +159,7 @@ def main(argv=None) -> int:
     p.add_argument("--batches", type=int, default=3)
     p.add_argument("--per-batch", type=int, default=50)
     p.add_argument("--keys", type=int, default=8)
+    p.add_argument("--key-list", default="", help="comma-separated routing keys to use instead")
     p.add_argument("--scales", type=int, default=2)
     p.add_argument("--delay", type=float, default=0.0)
     p.add_argument("--pause", type=float, default=1.0)

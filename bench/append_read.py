@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark.sql import functions as F
 
 import pravega_spark as ps
+from bench._common import source
 from pravega_spark._store import utc_now
 from pravega_spark.reader import filter_segment_ranges, segment_ranges
 from pravega_spark.routing import with_key_position, with_segment_id
@@ -43,13 +44,6 @@ def timed(fn, repeat=1):
         result = fn()
         times.append(time.perf_counter() - start)
     return min(times), result
-
-
-def source(spark, events: int, size: int):
-    # ~size-byte payloads, 10,000 keys
-    return spark.range(events).select(
-        F.concat(F.lit("device-"), (F.col("id") % 10000).cast("string")).alias("routing_key"),
-        F.concat(F.col("id").cast("string"), F.lit(":"), F.expr(f"repeat('x', {size - 12})")).cast("binary").alias("event"))
 
 
 def bench_append_read(spark, root: str, events: int, size: int, rounds: int = 3) -> None:

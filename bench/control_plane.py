@@ -18,21 +18,15 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pravega_spark as ps  # noqa: E402
+from bench._common import timed  # noqa: E402
 
 TARGETS = {"create_stream": 4.0, "scale_stream": 5.0, "truncate_stream": 5.0, "seal_stream": 5.0,
            "write_events": 1.5, "tail_stream_cut": 0.5, "stream_info": 0.5}
-
-
-def timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def main(argv=None) -> int:

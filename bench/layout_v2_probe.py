@@ -27,7 +27,6 @@ import argparse
 import shutil
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -42,16 +41,11 @@ from pyspark.sql.functions import pandas_udf
 from pyspark.sql.types import LongType, StructField, StructType
 
 import pravega_spark as ps
+from bench._common import source, timed
 from pravega_spark.routing import with_key_position, with_offsets, with_segment_id
 from pravega_spark.segments import SegmentRecord
 
 HEADER = 8
-
-
-def source(spark, events: int, size: int):
-    return spark.range(events).select(
-        F.concat(F.lit("device-"), (F.col("id") % 10000).cast("string")).alias("routing_key"),
-        F.concat(F.col("id").cast("string"), F.lit(":"), F.expr(f"repeat('x', {size - 12})")).cast("binary").alias("event"))
 
 
 def relative_offsets(batches):
@@ -88,12 +82,6 @@ def narrow_offsets(batches):
     for batch in relative_offsets(batches):
         yield pa.RecordBatch.from_arrays([batch.column("segment_id"), batch.column("rel_next_offset")],
                                          ["segment_id", "rel_next_offset"])
-
-
-def timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def main(argv=None) -> int:

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark.sql import functions as F
 
 import pravega_spark as ps
+from bench._common import source
 
 SCOPE, STREAM = "bench", "read"
 
@@ -70,10 +71,8 @@ def main(argv=None) -> int:
     manager = ps.StreamManager(session(), args.root)
     manager.create_scope(SCOPE)
     manager.create_stream(SCOPE, STREAM, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
-    source = manager.spark.range(args.events).select(
-        F.concat(F.lit("device-"), (F.col("id") % 10000).cast("string")).alias("routing_key"),
-        F.concat(F.col("id").cast("string"), F.lit(":"), F.expr(f"repeat('x', {args.size - 12})")).alias("event"))
-    manager.create_event_writer(SCOPE, STREAM, writer_id="bench").write_events(source)
+    source_df = source(manager.spark, args.events, args.size)
+    manager.create_event_writer(SCOPE, STREAM, writer_id="bench").write_events(source_df)
     fns = variants(manager)
     results = {name: fn() for name, fn in fns.items()}  # warm-up, and the same answer
     assert results["raw"] == results["read_events"], results

@@ -20,17 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pyspark.sql import functions as F
 
 import pravega_spark as ps
+from bench._common import source
 
 TARGET = 3.0
-
-
-def source(spark, start: int, events: int, size: int):
-    return spark.range(start, start + events).select(
-        F.concat(F.lit("device-"), (F.col("id") % 10000).cast("string")).alias("routing_key"),
-        F.concat(F.col("id").cast("string"), F.lit(":"), F.expr(f"repeat('x', {size - 12})")).cast("binary").alias("event"))
 
 
 def build(manager: ps.StreamManager, events: int, size: int) -> None:
@@ -39,12 +33,12 @@ def build(manager: ps.StreamManager, events: int, size: int) -> None:
     manager.create_stream("bench", "validate", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
     w = manager.create_event_writer("bench", "validate", writer_id="bench")
     first, second = int(events * 0.4), int(events * 0.3)
-    w.write_events(source(spark, 0, first, size))
+    w.write_events(source(spark, first, size))
     manager.scale_stream("bench", "validate", [0], [(0.0, 0.25), (0.25, 0.5)])  # epoch 1
-    w.write_events(source(spark, first, second, size))
+    w.write_events(source(spark, second, size, start=first))
     current = sorted((r.key_start, r.segment_id) for r in manager.segments("bench", "validate", epoch=1).collect())
     manager.scale_stream("bench", "validate", [sid for _, sid in current[1:]], [(0.25, 1.0)])  # epoch 2
-    w.write_events(source(spark, first + second, events - first - second, size))
+    w.write_events(source(spark, events - first - second, size, start=first + second))
 
 
 def main(argv=None) -> int:

@@ -395,22 +395,26 @@ def _subscriber_cuts(manager, record, records, readable_from: Mapping[int, int |
     from .errors import InvalidStreamCutError
     from .stream_cut import validate_stream_cut
 
-    out = []
+    parsed = []  # (subscriber, text, cut or None when its structure is invalid)
     for row in manager._store._subscriber_rows(record.scope, record.stream):
         positions = {int(e["segment_id"]): int(e["offset"]) for e in row["stream_cut"] or []}
         if not positions:
             continue  # subscribed, nothing published yet
-        text = ",".join(f"{s}:{o}" for s, o in sorted(positions.items()))
         try:
             cut = StreamCut(record.scoped_name, positions)
             validate_stream_cut(cut, records, None)
+            parsed.append((row["subscriber"], cut.as_text(), cut))
         except (InvalidStreamCutError, TypeError, ValueError):
-            out.append((row["subscriber"], text, None, False))
-            continue
-        above = [(s, o) for s, o in positions.items() if readable_from.get(s) is not None and o > readable_from[s]]
-        boundary = reader.event_boundary_checker(manager._store.events(record.scope, record.stream), above)
-        out.append((row["subscriber"], cut.as_text(), cut, all(boundary(s, o) for s, o in above)))
-    return out
+            parsed.append((row["subscriber"], ",".join(f"{s}:{o}" for s, o in sorted(positions.items())), None))
+
+    def above_head(cut: StreamCut) -> list[tuple[int, int]]:
+        return [(s, o) for s, o in cut.positions.items() if readable_from.get(s) is not None and o > readable_from[s]]
+
+    # one boundary probe for every subscriber's offsets
+    boundary = reader.event_boundary_checker(manager._store.events(record.scope, record.stream),
+                                             [p for _, _, cut in parsed if cut is not None for p in above_head(cut)])
+    return [(name, text, cut, cut is not None and all(boundary(s, o) for s, o in above_head(cut)))
+            for name, text, cut in parsed]
 
 
 def _watermarks(manager, scope: str, stream: str) -> list[tuple[datetime, datetime, StreamCut]]:

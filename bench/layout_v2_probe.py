@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import functions as F
-from pyspark.sql.functions import pandas_udf
+from pyspark.sql.functions import arrow_udf, pandas_udf
 from pyspark.sql.types import LongType, StructField, StructType
 
 import pravega_spark as ps
@@ -78,6 +78,23 @@ def relative_ends(columns: Iterator[tuple[pd.Series, pd.Series]]) -> Iterator[pd
         yield pd.Series(ends)
 
 
+@arrow_udf(LongType())
+def packed_relative_ends(columns: Iterator[pa.Array]) -> Iterator[pa.Array]:
+    """The same as ``relative_ends`` with pyarrow and numpy only, over one packed column
+    (``segment index << 32 | framed size``): no pandas conversion, one Arrow column each way."""
+    extent = np.zeros(1 << 12, dtype=np.int64)
+    for packed in columns:
+        packed = packed.to_numpy()
+        seg, size = packed >> 32, packed & 0xFFFFFFFF
+        ends = np.empty(len(packed), dtype=np.int64)
+        for sid in np.unique(seg):
+            mask = seg == sid
+            run = np.cumsum(size[mask]) + extent[sid]
+            ends[mask] = run
+            extent[sid] = run[-1]
+        yield pa.array(ends)
+
+
 def narrow_offsets(batches):
     for batch in relative_offsets(batches):
         yield pa.RecordBatch.from_arrays([batch.column("segment_id"), batch.column("rel_next_offset")],
@@ -115,6 +132,11 @@ def main(argv=None) -> int:
                               .withColumn("rel_next_offset", relative_ends("segment_id", "__size"))
                               .withColumn("rel_offset", F.col("rel_next_offset") - F.col("__size"))
                               .drop("__size"), "pandas_iter"),
+        "arrow-iter": append(routed.withColumn("__size", F.length("event") + HEADER)
+                             .withColumn("rel_next_offset", packed_relative_ends(
+                                 F.shiftleft(F.col("segment_id"), 32).bitwiseOR(F.col("__size"))))
+                             .withColumn("rel_offset", F.col("rel_next_offset") - F.col("__size"))
+                             .drop("__size"), "arrow_iter"),
         "arrow-narrow": lambda: routed.select("segment_id", "event").mapInArrow(
             narrow_offsets, StructType([routed.schema["segment_id"], StructField("rel_next_offset", LongType())])).agg(F.max("rel_next_offset")).collect(),
     }

@@ -331,38 +331,96 @@ def _arrow_type(spark_type):
     raise TypeError(f"no Arrow type for {spark_type}")
 
 
-def maxima_of(files: list, column: str, values: list[int], fields: list[str]) -> dict[int, dict] | None:
-    """Per partition value, the maximum of each of ``fields`` over ``files``' statistics (None
-    if a file lacks them): ``Transaction.partition_maxima`` without a Spark job."""
-    return _extrema_of(files, column, values, fields, "maxValues", max)
+@dataclass(frozen=True)
+class PartitionSummary:
+    """What the log says about one partition's files: the largest value of an integer partition
+    column (``end``), and the smallest and largest of one statistic over the files."""
+
+    end: int
+    low: int | None
+    high: int | None
 
 
-def minima_of(files: list, column: str, values: list[int], fields: list[str]) -> dict[int, dict] | None:
-    """Per partition value, the minimum of each of ``fields`` over ``files``' statistics (None
-    if a file lacks them)."""
-    return _extrema_of(files, column, values, fields, "minValues", min)
-
-
-def _extrema_of(files: list, column: str, values: list[int], fields: list[str], key: str, pick) -> dict[int, dict] | None:
+def summarize(files: list, column: str, values: list[int], end_column: str,
+              stat: str) -> dict[int, PartitionSummary] | None:
+    """Per value of ``column`` in ``values``: the largest ``end_column`` partition value and the
+    extrema of ``stat`` over ``files`` (from the log: no data read). Partitions without files are
+    absent. None if a file lacks statistics for ``stat``."""
     wanted = {int(v) for v in values}
-    out: dict[int, dict] = {}
+    out: dict[int, PartitionSummary] = {}
     for f in files:
         part = partition_value(f, column)
         if part is None or int(part) not in wanted:
             continue
-        found = file_stats(f).get(key)
-        if found is None or any(found.get(name) is None for name in fields):
-            return None
-        seen = out.setdefault(int(part), {})
-        for name in fields:
-            seen[name] = found[name] if seen.get(name) is None else pick(seen[name], found[name])
+        stats = file_stats(f)
+        low, high = (stats.get("minValues") or {}).get(stat), (stats.get("maxValues") or {}).get(stat)
+        if low is None or high is None:
+            if stats.get("numRecords", 1) != 0:
+                return None
+        end = int(partition_value(f, end_column))
+        seen = out.get(int(part))
+        if seen is not None:
+            end = max(end, seen.end)
+            low = seen.low if low is None else low if seen.low is None else min(low, seen.low)
+            high = seen.high if high is None else high if seen.high is None else max(high, seen.high)
+        out[int(part)] = PartitionSummary(end, low, high)
     return out
+
+
+def summarize_snapshot(spark: SparkSession, snap, column: str, values: list[int], end_column: str,
+                       stat: str) -> dict[int, PartitionSummary]:
+    """``summarize`` over a snapshot too big for its checksum file to list its files: one
+    aggregate over Delta's in-memory file list (the log's state, not the data)."""
+    files = DataFrame(snap.withStats(), spark)
+    part = F.col("partitionValues").getItem(column).cast("long")
+    rows = (files.where(part.isin([int(v) for v in values])).groupBy(part.alias("p"))
+            .agg(F.max(F.col("partitionValues").getItem(end_column).cast("long")).alias("end"),
+                 F.min(F.col(f"stats.minValues.{stat}")).alias("low"),
+                 F.max(F.col(f"stats.maxValues.{stat}")).alias("high"))
+            .collect())
+    return {int(r["p"]): PartitionSummary(int(r["end"]), r["low"], r["high"]) for r in rows}
+
+
+def placed(add, values: dict[str, int | str], data_change: bool = True):
+    """The add action ``add`` (of a file written but not committed, or committed elsewhere) with
+    these partition values set: a file's base offset is fixed this way, at commit, without
+    touching its bytes. Delta reads partition values from the log, never from the path."""
+    entry = json.loads(add.json())["add"]
+    entry["partitionValues"] = {**entry["partitionValues"], **{k: str(v) for k, v in values.items()}}
+    entry["dataChange"] = data_change
+    return add_from_json(json.dumps(entry))
+
+
+def add_json(add) -> str:
+    """An add action as its JSON entry (what ``add_from_json`` takes back)."""
+    return json.dumps(json.loads(add.json())["add"])
+
+
+def add_from_json(entry: str):
+    """The add action of a JSON entry (from ``add_json``), as Delta's ``Action``."""
+    return SparkSession.getActiveSession().sparkContext._jvm.org.apache.spark.sql.delta.actions.Action.fromJson(
+        json.dumps({"add": json.loads(entry)}))
 
 
 def _fs(spark: SparkSession, path: str):  # -> (FileSystem, Path) JVM objects
     jvm = spark.sparkContext._jvm
     hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
     return hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), hadoop_path
+
+
+def delete_files(spark: SparkSession, table_path: str, paths: list[str]) -> int:
+    """Delete files that no commit references (table-relative or absolute paths) from storage
+    right away; returns how many existed. For staged data discarded by an abort: nothing can
+    read them, so there is no need to wait for VACUUM."""
+    jvm = spark.sparkContext._jvm
+    base = jvm.org.apache.hadoop.fs.Path(table_path)
+    deleted = 0
+    for p in paths:
+        child = jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(p))
+        full = child if child.isAbsolute() else jvm.org.apache.hadoop.fs.Path(base, child)
+        fs = full.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        deleted += bool(fs.delete(full, False))
+    return deleted
 
 
 def remove_path(spark: SparkSession, path: str) -> bool:
@@ -374,11 +432,20 @@ def remove_path(spark: SparkSession, path: str) -> bool:
 # ---- a Delta transaction driven directly -------------------------------------------------------
 @dataclass(frozen=True)
 class AddedFile:
-    """A data file a transaction wrote: its partition, row count and per-column maxima."""
+    """A data file a transaction wrote: its partition, row count, per-column extrema, and its add
+    action (Delta's ``AddFile``, not yet committed)."""
 
     partition: dict[str, str]
     num_records: int
     max_values: dict
+    min_values: dict = None
+    action: object = None
+
+    @staticmethod
+    def of(action) -> AddedFile:
+        stats = json.loads(action.stats() or "{}")
+        return AddedFile(_scala_map(action.partitionValues()), int(stats.get("numRecords", 0)),
+                         stats.get("maxValues", {}), stats.get("minValues", {}), action)
 
 
 class Transaction:
@@ -422,25 +489,14 @@ class Transaction:
         predicate = parser.parseExpression(f"{column} IN ({', '.join(str(int(v)) for v in values)})")
         self._txn.trackReadPredicates(self._seq([predicate]), True, True)
 
-    def partition_maxima(self, column: str, values: list[int], fields: list[str]) -> dict[int, dict] | None:
-        """Per partition value, the maximum of each of ``fields`` over the snapshot's files, from
-        their statistics (no data is read). Partitions without files are absent. None if a file
-        in them has no statistics for a field (the caller then reads the data)."""
+    def summarize(self, column: str, values: list[int], end_column: str, stat: str) -> dict[int, PartitionSummary]:
+        """``summarize`` of the snapshot's files in these partitions (the checksum file's list,
+        else one aggregate over the snapshot's file list; never the data)."""
         files = self.all_files()
-        if files is not None:
-            return maxima_of(files, column, values, fields)
-        snapshot = DataFrame(self._txn.snapshot().withStats(), self.spark)
-        part = F.col("partitionValues").getItem(column).cast("long")
-        aggs = [F.count(F.lit(1)).alias("__files")]
-        for f in fields:
-            aggs += [F.max(F.col(f"stats.maxValues.{f}")).alias(f), F.count(F.col(f"stats.maxValues.{f}")).alias(f"__n_{f}")]
-        rows = snapshot.where(part.isin([int(v) for v in values])).groupBy(part.alias("p")).agg(*aggs).collect()
-        out = {}
-        for r in rows:
-            if any(r[f"__n_{f}"] != r["__files"] for f in fields):
-                return None
-            out[int(r["p"])] = {f: r[f] for f in fields}
-        return out
+        found = summarize(files, column, values, end_column, stat) if files is not None else None
+        if found is None:
+            found = summarize_snapshot(self.spark, self._txn.snapshot(), column, values, end_column, stat)
+        return found
 
     def all_files(self) -> list | None:
         """The snapshot's files from its checksum file (no Spark job), or None if it does not
@@ -554,11 +610,7 @@ class Transaction:
         files = []
         it = actions.iterator()
         while it.hasNext():
-            action = it.next()
-            stats = json.loads(action.stats() or "{}")
-            parts = action.partitionValues()
-            partition = {k: parts.apply(k) for k in partition_by}
-            files.append(AddedFile(partition, int(stats.get("numRecords", 0)), stats.get("maxValues", {})))
+            files.append(AddedFile.of(it.next()))
         return actions, files
 
     # ---- application versions (Delta's SetTransaction): exactly-once markers in the log -----------
@@ -668,9 +720,14 @@ class Transaction:
         return DataFrame(jdf, self.spark)
 
     @staticmethod
-    def removals(files: list) -> list:
-        """Remove actions for ``files`` (a logical delete; VACUUM removes the bytes later)."""
-        return [f.remove() for f in files]
+    def removals(files: list, data_change: bool = True) -> list:
+        """Remove actions for ``files`` (a logical delete; VACUUM removes the bytes later).
+        ``data_change=False`` marks a removal that changes no data (clean-up, compaction): Delta's
+        streaming source skips it."""
+        if data_change:
+            return [f.remove() for f in files]
+        now = int(time.time() * 1000)
+        return [f.removeWithTimestamp(now, False) for f in files]
 
     def record_metrics(self, metrics: dict[str, int]) -> None:
         """Operation metrics for this commit's entry in the table's history (as Delta's own

@@ -20,6 +20,7 @@ from . import _delta
 from .schema import (
     CHUNK_TYPES,
     EVENTS_PARTITION,
+    EVENTS_PARTITIONS,
     EVENTS_PROPERTIES,
     EVENTS_SCHEMA,
     EVENTS_STATS_COLUMNS,
@@ -76,6 +77,32 @@ class SegmentTail:
 
     length: int
     sealed: bool
+
+
+def segment_tail(summary: _delta.PartitionSummary) -> SegmentTail:
+    """A segment's tail from its files' summary: the largest ``end_offset``, and sealed if a seal
+    record (the only positive record type) is among its rows."""
+    return SegmentTail(summary.end, summary.high is not None and summary.high > RECORD_EVENT)
+
+
+def control_row(segment_id: int, offset: int, record_type: int, now: datetime) -> tuple:
+    """An events-table row (``EVENTS_SCHEMA`` order) of a control record at ``offset``: a file of
+    its own whose base and end are that offset."""
+    return (segment_id, offset, offset, 0, 0, record_type, None, None, None, now, None)
+
+
+def events_view(raw: DataFrame) -> DataFrame:
+    """The events table's rows with absolute offsets (``base_offset`` plus the relative ones):
+    ``EVENTS_VIEW_COLUMNS``. The same expression works in plain SQL::
+
+        SELECT segment_id, base_offset + rel_offset AS offset, event FROM delta.`.../events`
+        WHERE record_type = 0
+    """
+    base = F.col("base_offset")
+    return raw.select("segment_id", (base + F.col("rel_offset")).alias("offset"),
+                      (base + F.col("rel_next_offset")).alias("next_offset"), "record_type", "routing_key",
+                      "event", "writer_id", "write_time", (base + F.col("rel_event_offset")).alias("event_offset"),
+                      "base_offset", "end_offset")
 
 
 class Store:
@@ -254,7 +281,7 @@ class Store:
         _delta.create_table_with_rows(self.spark, self.segments_path(scope, stream),
                                       self.spark.createDataFrame(self._segment_rows(initial), SEGMENTS_SCHEMA).coalesce(1))
         _delta.create_table(self.spark, self.events_path(scope, stream), EVENTS_SCHEMA,
-                            (EVENTS_PARTITION,), EVENTS_PROPERTIES)
+                            EVENTS_PARTITIONS, EVENTS_PROPERTIES)
 
     def remove_stream_tables(self, scope: str, stream: str) -> bool:
         return _delta.remove_path(self.spark, self.stream_dir(scope, stream))
@@ -300,7 +327,8 @@ class Store:
 
     # ---- events ------------------------------------------------------------------------------
     def events(self, scope: str, stream: str, version: int | None = None) -> DataFrame:
-        return _delta.read(self.spark, self.events_path(scope, stream), version)
+        """The events table (at ``version``) with absolute offsets: ``EVENTS_VIEW_COLUMNS``."""
+        return events_view(_delta.read(self.spark, self.events_path(scope, stream), version))
 
     def events_version(self, scope: str, stream: str) -> int:
         return _delta.version(self.spark, self.events_path(scope, stream))
@@ -326,17 +354,11 @@ class Store:
         if hit is not None and hit[0] == state:
             return hit[1]
         files = _delta.crc_files(snap)
-        maxima = (_delta.maxima_of(files, EVENTS_PARTITION, ids, ["next_offset", "record_type"])
-                  if files is not None else None)
-        if maxima is not None:
-            found = {sid: SegmentTail(int(m["next_offset"]), m["record_type"] > RECORD_EVENT)
-                     for sid, m in maxima.items()}
-        else:
-            rows = (self.events(scope, stream, state[0]).where(F.col("segment_id").isin(ids))
-                    .groupBy("segment_id")
-                    .agg(F.max("next_offset").alias("tail"), F.max("record_type").alias("kind"))
-                    .collect())
-            found = {r["segment_id"]: SegmentTail(int(r["tail"]), r["kind"] > RECORD_EVENT) for r in rows}
+        summary = (_delta.summarize(files, EVENTS_PARTITION, ids, "end_offset", "record_type")
+                   if files is not None else None)
+        if summary is None:
+            summary = _delta.summarize_snapshot(self.spark, snap, EVENTS_PARTITION, ids, "end_offset", "record_type")
+        found = {sid: segment_tail(s) for sid, s in summary.items()}
         tails = {sid: found.get(sid, SegmentTail(0, False)) for sid in ids}
         self._cache[(path, ("tails", tuple(ids)))] = (state, tails)
         return tails
@@ -350,18 +372,15 @@ class Store:
             return False
         snap = _delta.snapshot(self.spark, self.events_path(scope, stream), version)
         files = _delta.crc_files(snap)
-        minima = _delta.minima_of(files, EVENTS_PARTITION, ids, ["record_type"]) if files is not None else None
-        return minima is None or any(m["record_type"] <= max(CHUNK_TYPES) for m in minima.values())
+        summary = _delta.summarize(files, EVENTS_PARTITION, ids, "end_offset", "record_type") if files is not None else None
+        return summary is None or any(m.low is None or m.low <= max(CHUNK_TYPES) for m in summary.values())
 
     def segment_tails_in(self, txn: _delta.Transaction, scope: str, stream: str,
                          segment_ids: Sequence[int]) -> dict[int, SegmentTail]:
         """Like ``segment_tails``, as of ``txn``'s snapshot of the events table, from file
         statistics (the data is aggregated only if a file has none)."""
-        maxima = txn.partition_maxima(EVENTS_PARTITION, list(segment_ids), ["next_offset", "record_type"])
-        if maxima is None:
-            return self.segment_tails(scope, stream, segment_ids, txn.read_version)
-        return {sid: SegmentTail(int(maxima[sid]["next_offset"]), maxima[sid]["record_type"] > RECORD_EVENT)
-                if sid in maxima else SegmentTail(0, False) for sid in segment_ids}
+        summary = txn.summarize(EVENTS_PARTITION, list(segment_ids), "end_offset", "record_type")
+        return {sid: segment_tail(summary[sid]) if sid in summary else SegmentTail(0, False) for sid in segment_ids}
 
     def seal_segments(self, scope: str, stream: str, segment_ids: Sequence[int]) -> dict[int, int]:
         """Close each segment with a seal record at its length (idempotent); returns sealed sizes.
@@ -379,9 +398,9 @@ class Store:
             todo = {sid: t.length for sid, t in tails.items() if not t.sealed}
             if todo:
                 now = utc_now()
-                markers = [(sid, size, size, RECORD_SEAL, None, None, None, now, None) for sid, size in todo.items()]
-                txn.commit(txn.write_rows(markers, EVENTS_SCHEMA, (EVENTS_PARTITION,), EVENTS_STATS_COLUMNS),
-                           (EVENTS_PARTITION,))
+                markers = [control_row(sid, size, RECORD_SEAL, now) for sid, size in todo.items()]
+                txn.commit(txn.write_rows(markers, EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS),
+                           EVENTS_PARTITIONS)
             return {sid: t.length for sid, t in tails.items()}
 
         return _delta.retrying(attempt, f"seal segments {ids} of {scope}/{stream}", SEAL_RETRY)
@@ -405,17 +424,18 @@ class Store:
                 stats = _delta.file_stats(f)
                 low, high = stats.get("minValues") or {}, stats.get("maxValues") or {}
                 if low.get("record_type") == high.get("record_type") == RECORD_TRUNCATE:
-                    present.add((int(_delta.partition_value(f, EVENTS_PARTITION)), low.get("offset")))
+                    present.add((int(_delta.partition_value(f, EVENTS_PARTITION)),
+                                 int(_delta.partition_value(f, "base_offset")) + low.get("rel_offset")))
         else:
             present = {(r[0], r[1]) for r in self.events(scope, stream, txn.read_version)
                        .where(F.col("segment_id").isin(list(starts)) & (F.col("record_type") == RECORD_TRUNCATE))
                        .select("segment_id", "offset").collect()}
         now = utc_now()
-        rows = [(sid, off, off, RECORD_TRUNCATE, None, None, None, now, None)
+        rows = [control_row(sid, off, RECORD_TRUNCATE, now)
                 for sid, off in sorted(starts.items()) if (sid, off) not in present]
         if rows:  # a blind append: it claims no bytes, so it needs no fence
-            txn.commit(txn.write_rows(rows, EVENTS_SCHEMA, (EVENTS_PARTITION,), EVENTS_STATS_COLUMNS),
-                       (EVENTS_PARTITION,))
+            txn.commit(txn.write_rows(rows, EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS),
+                       EVENTS_PARTITIONS)
         return len(rows)
 
     def delete_segments(self, scope: str, stream: str, segment_ids: Sequence[int]) -> _delta.CommitMetrics:
@@ -432,7 +452,8 @@ class Store:
         records are removed, files straddling the offset are rewritten without them)."""
         if not starts:
             return _delta.CommitMetrics(None, {})
-        condition = " OR ".join(f"(segment_id = {int(s)} AND offset < {int(o)})" for s, o in sorted(starts.items()))
+        condition = " OR ".join(f"(segment_id = {int(s)} AND base_offset + rel_offset < {int(o)})"
+                                for s, o in sorted(starts.items()))
         return _delta.retrying(lambda: self._delete(scope, stream, {int(s): int(o) for s, o in starts.items()},
                                                     condition),
                                f"truncate segments of {scope}/{stream}")
@@ -449,26 +470,27 @@ class Store:
         txn = _delta.Transaction(self.spark, self.events_path(scope, stream))
         files = txn.read_files_in(EVENTS_PARTITION, sorted(below))
         removed, straddling = [], []
-        for f in files:
+        for f in files:  # a file's rows lie in [base_offset, end_offset): the log says where
             start = below[int(_delta.partition_value(f, EVENTS_PARTITION))]
-            stats = _delta.file_stats(f)
-            low, high = stats.get("minValues") or {}, stats.get("maxValues") or {}
-            if start is None or (high.get("offset") is not None and high["offset"] < start):
+            base, end = int(_delta.partition_value(f, "base_offset")), int(_delta.partition_value(f, "end_offset"))
+            if start is None or end < start or (end == start and base < start):
                 removed.append(f)
-            elif low.get("offset") is None or low["offset"] < start:
+            elif base < start:
                 straddling.append(f)
         if not removed and not straddling:
             return _delta.CommitMetrics(None, {})
         actions, kept = None, []
         if straddling:
-            keep = " OR ".join(f"(segment_id = {s} AND offset >= {o})" for s, o in sorted(below.items()) if o is not None)
-            actions, kept = txn.write(txn.read_files(straddling).where(keep), (EVENTS_PARTITION,))
+            keep = " OR ".join(f"(segment_id = {s} AND base_offset + rel_offset >= {o})"
+                               for s, o in sorted(below.items()) if o is not None)
+            # the rows kept keep their file's base and end (partition values): offsets unchanged
+            actions, kept = txn.write(txn.read_files(straddling).where(keep), EVENTS_PARTITIONS)
         copied = sum(f.num_records for f in kept)
         metrics = {"numRemovedFiles": len(removed) + len(straddling), "numAddedFiles": len(kept),
                    "numCopiedRows": copied,
                    "numDeletedRows": sum(int(_delta.file_stats(f).get("numRecords", 0)) for f in removed + straddling) - copied}
         txn.record_metrics(metrics)
-        version = txn.commit(actions, (EVENTS_PARTITION,), extra=txn.removals(removed + straddling),
+        version = txn.commit(actions, EVENTS_PARTITIONS, extra=txn.removals(removed + straddling),
                              delete_predicate=condition)
         return _delta.CommitMetrics(version, metrics)
 

@@ -69,15 +69,23 @@ def filter_segment_ranges(events: DataFrame, *, ranges: Sequence[SegmentRange]) 
         return events.where(F.lit(False))
     ids = F.col("segment_id").isin([r.segment_id for r in ranges])
     if len(ranges) <= MAX_RANGES_IN_FILTER:
-        cond = None
+        # files are pruned by their partition values ([base_offset, end_offset) covers a file's
+        # rows: the log alone says which files a range needs), rows by their absolute offset
+        files, rows = None, None
+        bounded = {"base_offset", "end_offset"} <= set(events.columns)  # else: rows only
         for r in ranges:
-            c = F.col("segment_id") == F.lit(r.segment_id)
+            f = c = F.col("segment_id") == F.lit(r.segment_id)
+            if r.start > 0 and bounded:
+                f = f & (F.col("end_offset") > F.lit(r.start))
             if r.start > 0:
                 c = c & (F.col("offset") >= F.lit(r.start))
+            if r.end is not None and bounded:
+                f = f & (F.col("base_offset") < F.lit(r.end))
             if r.end is not None:
                 c = c & (F.col("offset") < F.lit(r.end))
-            cond = c if cond is None else cond | c
-        return events.where(ids & cond)
+            files = f if files is None else files | f
+            rows = c if rows is None else rows | c
+        return events.where(ids & files).where(rows)
     spark = events.sparkSession
     bounds = spark.createDataFrame([(r.segment_id, r.start, r.end) for r in ranges],
                                    "__sid long, __lo long, __hi long")
@@ -105,11 +113,16 @@ def event_boundary_checker(events: DataFrame,
     wanted = sorted((s, o) for s, o in positions if o > 0)
     found: set[tuple[int, int]] = set()
     if wanted:
-        cond = None
+        cond, files = None, None
+        bounded = {"base_offset", "end_offset"} <= set(events.columns)
         for s, o in wanted:
+            f = (F.col("segment_id") == F.lit(s))
+            if bounded:  # only the files whose [base_offset, end_offset] holds o
+                f = f & (F.col("base_offset") <= F.lit(o)) & (F.col("end_offset") >= F.lit(o))
             c = (F.col("segment_id") == F.lit(s)) & ((F.col("offset") == F.lit(o)) | (F.col("next_offset") == F.lit(o)))
             cond = c if cond is None else cond | c
-        rows = (events.where(F.col("segment_id").isin([s for s, _ in wanted])).where(cond)
+            files = f if files is None else files | f
+        rows = (events.where(F.col("segment_id").isin([s for s, _ in wanted]) & files).where(cond)
                 .select("segment_id", "offset", "next_offset", "record_type", "event_offset").collect())
         for r in rows:
             if r[3] not in CHUNK_TYPES or r[1] == r[4]:  # a large event starts at its first chunk

@@ -12,12 +12,14 @@ A null routing key gets a fresh random position per event, as in Pravega.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from .schema import HEADER_SIZE, MAX_EVENT_SIZE
+from .schema import HEADER_SIZE, MAX_EVENT_SIZE, UNPLACED
 from .segments import SegmentRecord
 
 TWO_POW_52 = float(1 << 52)
@@ -83,65 +85,106 @@ def with_event_checks(df: DataFrame, *, event: str = "event",
     return df.withColumn(event, checked)
 
 
-def with_offsets(df: DataFrame, *, tails: Mapping[int, int], order: Sequence[Column | str],
-                 segment: str = "segment_id", event: str = "event") -> DataFrame:
-    """Adds ``offset`` and ``next_offset`` with Pravega's framing.
+def with_relative_offsets(df: DataFrame, *, segment: str = "segment_id", event: str = "event") -> DataFrame:
+    """Adds ``rel_offset`` and ``rel_next_offset`` (Pravega's framing: an event occupies
+    ``8 + len`` bytes) and the ``base_offset``/``end_offset`` placeholders of layout v2.
 
-    Within each segment, events are laid out in ``order`` after the segment's current tail:
-    ``offset = tail + sum(8 + len) of the events before it``, ``next_offset = offset + 8 + len``.
-
-    The running sum is a window per segment, so Spark shuffles the rows by segment. With
-    ``spark.sql.shuffle.partitions`` set to the number of segments, each segment gets a shuffle
-    partition (one task) of its own: the window is keyed on a value per segment chosen so that
-    Spark's hash partitioning sends segment ``i`` (in ``tails`` order) to partition ``i``.
+    Offsets are relative to the write task's extent in each segment: within one Spark task (one
+    input partition), the events of a segment are laid out in row order from 0. So this is one
+    pass over the rows, with no shuffle: the running sums are taken inside each task by a
+    vectorized UDF that sees only the narrow columns (segment id, framed size), while the rows
+    and their payloads stay in the JVM. Each task writes one file per segment it touched; the
+    file's base offset in its segment is fixed at commit (``place_files``), once the byte totals
+    of every task are known. ``base_offset`` holds ``UNPLACED - task`` until then, so the commit
+    can lay the tasks' extents out in the DataFrame's partition order.
     """
     framed = F.length(F.col(event)).cast("long") + F.lit(HEADER_SIZE)
-    tail = _per_segment(F.col(segment), tails, default=0)
-    bucket = _per_segment(F.col(segment), dict(zip(tails, partition_keys(len(tails)), strict=True)))
-    window = (Window.partitionBy(bucket).orderBy(*order)
-              .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    # two projections, not five: each DataFrame call is analysed on its own, which a small
-    # write pays for as much as for its data
-    return (df.withColumn("next_offset", tail + F.sum(framed).over(window))
-              .withColumn("offset", F.col("next_offset") - framed))
+    ends = _relative_ends()(F.col(segment), framed)
+    return (df.withColumn("rel_next_offset", ends)
+              .withColumn("rel_offset", F.col("rel_next_offset") - framed)
+              .withColumn("base_offset", F.lit(UNPLACED).cast("long") - F.spark_partition_id().cast("long"))
+              .withColumn("end_offset", F.lit(UNPLACED).cast("long")))
 
 
-def _per_segment(segment: Column, values: Mapping[int, int], default: int | None = None) -> Column:
-    """A BIGINT column: ``values[segment]`` (``default`` for a segment not in ``values``)."""
-    out = F.lit(default).cast("long")
-    for sid, value in values.items():
-        out = F.when(segment == F.lit(sid), F.lit(value).cast("long")).otherwise(out)
-    return out
+def running_ends(extent: dict[int, int], segments, sizes):
+    """Each row's end offset relative to its segment's ``extent`` so far (numpy arrays in, one
+    out), updating ``extent``: the per-task running sum of ``with_relative_offsets``."""
+    import numpy as np
+
+    ends = np.empty(len(segments), dtype=np.int64)
+    for sid in np.unique(segments):
+        mask = segments == sid
+        run = np.cumsum(sizes[mask]) + extent.get(int(sid), 0)
+        ends[mask] = run
+        extent[int(sid)] = int(run[-1])
+    return ends
 
 
-# ---- Spark's hash partitioning, to give each segment a shuffle partition of its own ------------
-_MASK = 0xFFFFFFFF
+_UDF = None
 
 
-def _rotl(x: int, r: int) -> int:
-    return ((x << r) | (x >> (32 - r))) & _MASK
+def _relative_ends():
+    """The UDF of ``with_relative_offsets``: an iterator Arrow UDF (Spark 4.1+; no pandas on the
+    way), else an iterator pandas UDF. Nondeterministic: its result depends on the task's rows."""
+    global _UDF
+    if _UDF is not None:
+        return _UDF
+    # (the function type is given, not inferred from type hints: this module's hints are strings)
+    try:
+        import pyarrow as pa
+        from pyspark.sql.functions import ArrowUDFType, arrow_udf
+
+        def ends_arrow(batches):
+            extent: dict[int, int] = {}
+            for segments, sizes in batches:
+                yield pa.array(running_ends(extent, segments.to_numpy(), sizes.to_numpy()))
+
+        with warnings.catch_warnings():  # "type hints are preferred": see above
+            warnings.simplefilter("ignore", UserWarning)
+            _UDF = arrow_udf(ends_arrow, "long", ArrowUDFType.SCALAR_ITER).asNondeterministic()
+    except ImportError:  # PySpark before 4.1
+        import pandas as pd
+        from pyspark.sql.functions import PandasUDFType, pandas_udf
+
+        def ends_pandas(batches):
+            extent: dict[int, int] = {}
+            for segments, sizes in batches:
+                yield pd.Series(running_ends(extent, segments.to_numpy(), sizes.to_numpy()))
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            _UDF = pandas_udf(ends_pandas, "long", PandasUDFType.SCALAR_ITER).asNondeterministic()
+    return _UDF
 
 
-def _mix(h1: int, k1: int) -> int:
-    k1 = _rotl((k1 * 0xCC9E2D51) & _MASK, 15) * 0x1B873593 & _MASK
-    return (_rotl(h1 ^ k1, 13) * 5 + 0xE6546B64) & _MASK
+@dataclass(frozen=True)
+class PendingFile:
+    """A written, uncommitted file of one segment: ``rank`` orders it among the write's files
+    (files of one task share ``rank``, their offsets relative to that task's extent), ``low``
+    and ``high`` are its smallest relative offset and largest relative end; ``action`` is its
+    Delta add action (partition values not yet placed)."""
+
+    segment_id: int
+    rank: tuple
+    low: int
+    high: int
+    num_records: int = 0
+    action: object = None
 
 
-def spark_hash_long(value: int, seed: int = 42) -> int:
-    """Spark's ``hash()`` (Murmur3 x86 32-bit, seed 42) of a BIGINT, as a signed 32-bit int."""
-    h1 = _mix(_mix(seed, value & _MASK), (value >> 32) & _MASK) ^ 8
-    h1 = (h1 ^ (h1 >> 16)) * 0x85EBCA6B & _MASK
-    h1 = (h1 ^ (h1 >> 13)) * 0xC2B2AE35 & _MASK
-    h1 ^= h1 >> 16
-    return h1 - (1 << 32) if h1 & 0x80000000 else h1
-
-
-def partition_keys(n: int) -> list[int]:
-    """``n`` BIGINT values; Spark's hash partitioning into ``n`` partitions sends the i-th to
-    partition i (``pmod(hash(v), n) == i``)."""
-    keys: dict[int, int] = {}
-    value = 0
-    while len(keys) < n:
-        keys.setdefault(spark_hash_long(value) % n, value)
-        value += 1
-    return [keys[i] for i in range(n)]
+def place_files(files: Sequence[PendingFile], tails: Mapping[int, int]) -> tuple[list[tuple[int, int]], dict[int, int]]:
+    """Fix each file's ``(base_offset, end_offset)`` in its segment after ``tails``: the write's
+    extents (one per rank) are laid out contiguously in rank order from each segment's tail.
+    Returns the placements (in ``files`` order) and the segments' lengths after the write."""
+    lengths = dict(tails)
+    extents: dict[tuple[int, tuple], int] = {}
+    for f in files:
+        key = (f.segment_id, f.rank)
+        extents[key] = max(extents.get(key, 0), f.high)
+    bases: dict[tuple[int, tuple], int] = {}
+    for (sid, rank) in sorted(extents):
+        bases[(sid, rank)] = lengths.get(sid, 0)
+        lengths[sid] = bases[(sid, rank)] + extents[(sid, rank)]
+    placements = [(bases[(f.segment_id, f.rank)], bases[(f.segment_id, f.rank)] + extents[(f.segment_id, f.rank)])
+                  for f in files]
+    return placements, lengths

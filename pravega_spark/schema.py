@@ -125,26 +125,40 @@ SEGMENTS_SCHEMA = StructType([
     StructField("sealed_size", LongType(), True),
 ])
 
+# The events table (layout v2): a data file's offsets are relative to its ``base_offset``, a
+# partition value fixed by the commit that adds the file (so a file's contents never depend on the
+# segment's tail when it is written: see docs/ARCHITECTURE.md). ``[base_offset, end_offset)``
+# covers the absolute offsets of the file's rows; both are partition values, so a read between
+# two offsets prunes files from the log alone, and a segment's tail is ``max(end_offset)``.
+# The absolute offset of a row is ``base_offset + rel_offset`` (``Store.events`` adds it).
 EVENTS_SCHEMA = StructType([
     StructField("segment_id", LongType(), False),
-    StructField("offset", LongType(), False),
-    StructField("next_offset", LongType(), False),
+    StructField("base_offset", LongType(), False),
+    StructField("end_offset", LongType(), False),
+    StructField("rel_offset", LongType(), False),
+    StructField("rel_next_offset", LongType(), False),
     StructField("record_type", IntegerType(), False),
     StructField("routing_key", StringType(), True),
     StructField("event", BinaryType(), True),
     StructField("writer_id", StringType(), True),
     StructField("write_time", TimestampType(), False),
-    # for a chunk row of a large event: the offset of the event (its first chunk); else null
-    StructField("event_offset", LongType(), True),
+    # for a chunk row of a large event: the offset of the event (its first chunk), relative to
+    # the row's base_offset; else null
+    StructField("rel_event_offset", LongType(), True),
 ])
 
 EVENTS_PARTITION = "segment_id"
+EVENTS_PARTITIONS = ("segment_id", "base_offset", "end_offset")
+# A file is written before its base is known: its base_offset partition value then says which
+# write task wrote it (``UNPLACED - task``; its directory keeps that name), and the commit sets
+# the real one (``_delta.placed``). Delta reads partition values from the log, never from paths.
+UNPLACED = -1
 # the numeric statistics a control record's file (seal, truncate) carries when written directly
-EVENTS_STATS_COLUMNS = ("offset", "next_offset", "record_type", "event_offset")
-# File statistics on the columns that tails, seals, cuts and times are read from (and that data
+EVENTS_STATS_COLUMNS = ("rel_offset", "rel_next_offset", "record_type", "rel_event_offset")
+# File statistics on the columns that seals, boundaries and times are read from (and that data
 # skipping uses); none on the payload or the routing key, which would only slow every write.
 EVENTS_PROPERTIES = {
-    "delta.dataSkippingStatsColumns": "offset,next_offset,record_type,write_time,event_offset",
+    "delta.dataSkippingStatsColumns": "rel_offset,rel_next_offset,record_type,write_time,rel_event_offset",
     # truncation must really remove bytes: a DELETE rewrites files rather than hiding rows
     # behind deletion vectors (on by default for new tables on Databricks)
     "delta.enableDeletionVectors": "false",
@@ -153,6 +167,9 @@ EVENTS_PROPERTIES = {
     # log and checksum files, not from a checkpoint)
     "delta.checkpointInterval": "100",
 }
+# The columns of ``Store.events``: absolute offsets, plus each row's file bounds (for pruning).
+EVENTS_VIEW_COLUMNS = ["segment_id", "offset", "next_offset", "record_type", "routing_key", "event",
+                       "writer_id", "write_time", "event_offset", "base_offset", "end_offset"]
 
 # The transient area of large events (Pravega's transient segments): one partition per large event
 # being written, one row (and file) per staged chunk. ``position`` is the chunk's first byte in the

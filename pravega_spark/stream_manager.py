@@ -706,7 +706,8 @@ class StreamManager:
         for s, t in self._stream_names(scope, stream):
             path = self._store.events_path(s, t)
             try:
-                aborted = abort_timed_out(lambda p=path: _delta.Transaction(self.spark, p), s, t, now_ms)
+                aborted = abort_timed_out(lambda p=path: _delta.Transaction(self.spark, p), s, t, now_ms,
+                                          self.spark, path)
             except Exception as exc:  # noqa: BLE001 - a stream deleted meanwhile is skipped
                 if _delta.is_table(self.spark, path):
                     raise

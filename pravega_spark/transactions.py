@@ -3,21 +3,26 @@
 A transaction lives in its stream's events table, so that every one of its steps is one Delta
 commit and every decision is fenced by Delta itself:
 
-- **Staged events** are rows of the events table in a partition of the transaction's own (its
-  *staging partition*, a negative ``segment_id`` derived from the transaction id: Pravega's
-  transaction segment), with ``record_type = STAGED``. Readers read only real segments, so staged
-  events are invisible. ``offset`` holds the staging commit's read version and ``next_offset`` the
-  row's rank in its write: together, the append order.
+- **Staged events** are data files written once, by the same one-pass write as an append (routed
+  to the current epoch's segments, offsets relative to each write task's extent), but not added
+  to the table. Each staging write commits a *manifest* instead: one row per staged file (its add
+  action as JSON, ``record_type = STAGED``) in a partition of the transaction's own (its *staging
+  partition*, a negative ``segment_id`` derived from the transaction id: Pravega's transaction
+  segment). Readers read only real segments, so nothing staged is visible.
 - **The state** is an application version in the events table's log (Delta's ``SetTransaction``,
   app id ``pravega-txn/<txn_id>``): ``lease_expiry_ms << 2 | state``. Every step reads it, so two
   concurrent commits that both change it (commit vs abort, commit vs timeout, ping vs commit) can
   never both succeed: Delta fails the second with ``ConcurrentTransactionException`` and the
   retry sees the first's outcome.
-- **Commit** is one commit of the events table: the staged rows, routed to the stream's *current*
-  segments (so it works after a scale) and appended contiguously at each segment's tail, the
-  removal of the staged files, and the COMMITTED state. **Abort** is one commit: the removal of
-  the staged files and the ABORTED state. Neither can be half-applied, so there is nothing to
-  recover after a crash: a retry sees the outcome (COMMITTING and ABORTING are never stored).
+- **Commit** is one commit of the events table that rewrites nothing (Pravega's metadata-only
+  merge of a transaction segment): the staged files' add actions with their base offsets fixed
+  after each segment's tail (in staging order), and the COMMITTED state: a pure append. Only files
+  routed to a segment that a scale sealed since are read and written again (to its successors).
+  A second commit then removes the manifests (``dataChange=false``). **Abort** is one commit: the
+  manifests' removal and the ABORTED state; the staged files are then deleted. A decision cannot
+  be half-applied, so there is nothing to recover after a crash: a retry sees the outcome
+  (COMMITTING and ABORTING are never stored); left-over manifests of a decided transaction are
+  removed by the timeout job.
 - The maximum execution time (Pravega: ``min(1000 x lease, 1 day)``) is fixed at ``begin_txn`` and
   carried in the transaction id's top 48 bits (Pravega carries the epoch there).
 
@@ -35,7 +40,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from . import _delta
@@ -46,9 +51,15 @@ from .errors import (
     TxnFailedError,
     TxnNotFoundError,
 )
-from .routing import with_event_checks
-from .schema import EVENTS_PARTITION, RECORD_STAGED
-from .writer import EventStreamWriter, WriteResult, events_table_rows
+from .routing import PendingFile
+from .schema import (
+    EVENTS_PARTITION,
+    EVENTS_PARTITIONS,
+    EVENTS_SCHEMA,
+    EVENTS_STATS_COLUMNS,
+    RECORD_STAGED,
+)
+from .writer import EventStreamWriter, WriteResult, pending_file, small_events
 
 log = logging.getLogger("pravega_spark")
 
@@ -227,37 +238,34 @@ class Transaction:
         self._check_handle_open()
         inner = self._writer._events
         events = inner._prepare(df, routing_key, event, order_by)
-        order = [F.col(c) for c in ([order_by] if isinstance(order_by, str) else (order_by or []))]
-        rank = (F.col("__seq") if not order else
-                F.row_number().over(Window.partitionBy("routing_key").orderBy(*order, F.col("__seq"))))
-        return _delta.retrying(lambda: self._stage(events, rank), f"write to {self!r}", inner._retry)
+        names = [order_by] if isinstance(order_by, str) else list(order_by or [])
+        small = small_events(events, names)
+        if small is None and names:
+            events = events.orderBy(*[F.col(c) for c in names], F.col("__seq"))
+        files_of = inner._files_of(events if small is None else small)
+        return _delta.retrying(lambda: self._stage(files_of), f"write to {self!r}", inner._retry)
 
     def flush(self) -> None:
         """Writes are durable when ``write_events`` returns: nothing to flush (Pravega parity)."""
         self._check_handle_open()
 
-    def _stage(self, events: DataFrame, rank) -> int:
+    def _stage(self, files_of) -> int:
+        """Write the events' files (once: a retry reuses them) and commit their manifest."""
         inner = self._writer._events
         txn = self._writer._transaction()
         self._require_open(txn)
-        staged = (events.transform(with_event_checks)
-                  .select(F.lit(self._partition).cast("long").alias("segment_id"),
-                          F.lit(txn.read_version).cast("long").alias("offset"),
-                          rank.cast("long").alias("next_offset"),
-                          F.lit(RECORD_STAGED).alias("record_type"), "routing_key", "event",
-                          F.lit(self._writer.writer_id).alias("writer_id"),
-                          F.current_timestamp().alias("write_time"))
-                  .transform(events_table_rows))
-        try:
-            actions, files = txn.write(staged, (EVENTS_PARTITION,))
-        except Exception as exc:  # noqa: BLE001 - a failed payload check surfaces as a Spark error
-            inner._raise_event_error(exc)
-            raise
+        segments, _ = inner._open_segments(txn)
+        files = files_of(txn, segments)
         if not files:
             return 0
-        version = txn.commit(actions, (EVENTS_PARTITION,))
+        now = datetime.now(timezone.utc)
+        manifest = [(self._partition, txn.read_version, txn.read_version, rank, 0, RECORD_STAGED, None,
+                     _delta.add_json(f.action).encode(), self._writer.writer_id, now, None)
+                    for rank, f in enumerate(files)]
+        version = txn.commit(txn.write_rows(manifest, EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS),
+                             EVENTS_PARTITIONS)
         count = sum(f.num_records for f in files)
-        log.info("%r staged %d events at version %d", self, count, version)
+        log.info("%r staged %d events in %d files at version %d", self, count, len(files), version)
         return count
 
     # ---- state -------------------------------------------------------------------------------
@@ -303,11 +311,13 @@ class Transaction:
                 or the stream is sealed.
         """
         if self._closed is TxnStatus.COMMITTED:
+            # a process stopped between the commit and its clean-up leaves the manifests
+            remove_manifests(self._writer._transaction, [self._partition])
             return WriteResult(0, 0, None, self._writer._events._manager.tail_stream_cut(
                 self._writer.scope, self._writer.stream))
         self._check_handle_open()
         inner = self._writer._events
-        staged_files: list = []
+        manifests: list = []
 
         def guard(txn: _delta.Transaction):
             status, _ = self._status(txn)
@@ -316,28 +326,51 @@ class Transaction:
             if status is TxnStatus.ABORTED:
                 raise _LeaseExpired() if self._expired_open(txn) else TxnFailedError(
                     f"{self!r} was aborted; it cannot be committed")
-            staged_files[:] = self._staged_files(txn)
-            return txn.removals(staged_files) + [txn.set_app_version(self._app, encode_state(_COMMITTED, _now_ms()))]
+            manifests[:] = self._staged_files(txn)
+            return [txn.set_app_version(self._app, encode_state(_COMMITTED, _now_ms()))]
 
-        def staged(txn: _delta.Transaction) -> DataFrame:
-            rows = txn.read_files(staged_files).where(F.col("record_type") == F.lit(RECORD_STAGED))
-            return rows.select("routing_key", "event", F.col("offset").alias("__write"),
-                               F.col("next_offset").alias("__seq"))
-
-        order = [F.col("__write"), F.col("__seq")]
         try:
-            result = inner._retrying(lambda: inner._attempt(staged, order, guard), f"commit {self!r}")
+            result = inner._retrying(lambda: inner._attempt(self._staged_files_of(manifests), guard),
+                                     f"commit {self!r}")
         except _LeaseExpired:
             self._abort()
             raise TxnFailedError(f"{self!r}: its lease expired, it was aborted; it cannot be committed") from None
         except StreamSealedError as exc:
             raise TxnFailedError(f"{self!r} cannot be committed: {exc}") from None
+        # the manifests' clean-up: a commit of its own, so that the commit above is a pure append
+        remove_manifests(self._writer._transaction, [self._partition])
         self._closed = TxnStatus.COMMITTED
         log.info("%r committed: %d events, %d bytes at version %s", self, result.event_count,
                  result.byte_count, result.version)
         if timestamp is not None:
             self._writer._events.note_time(timestamp)
         return result
+
+    def _staged_files_of(self, manifests: list):
+        """``files_of(txn, segments)`` for ``EventStreamWriter._attempt``: the staged files listed
+        by ``manifests`` (filled by the commit's guard), in staging order. Files routed to a
+        segment that is no longer open (a scale sealed it) are read and written again, routed to
+        the current segments, once per commit call."""
+        rewritten: dict = {}
+
+        def files_of(txn: _delta.Transaction, segments) -> list[PendingFile]:
+            staged = staged_pending_files(txn, manifests)
+            open_ids = {seg.segment_id for seg in segments}
+            kept = [f for f in staged if f.segment_id in open_ids]
+            moved = [f for f in staged if f.segment_id not in open_ids]
+            if not moved:
+                return kept
+            key = tuple(sorted(str(f.action.path()) for f in moved))
+            if rewritten.get("key") != key or any(f.segment_id not in open_ids for f in rewritten["files"]):
+                inner = self._writer._events
+                log.info("%r: %d staged files were routed to sealed segments: routing them again", self, len(moved))
+                rows = staged_rows(txn, moved)
+                files = inner._write_with_spark(txn, rows, segments)
+                rewritten.update(key=key, files=[PendingFile(f.segment_id, (1 << 62, *f.rank), f.low, f.high,
+                                                             f.num_records, f.action) for f in files])
+            return kept + rewritten["files"]
+
+        return files_of
 
     def abort(self) -> None:
         """Discard the staged events (one Delta commit); a no-op if already aborted.
@@ -356,11 +389,15 @@ class Transaction:
             if status is TxnStatus.ABORTED and not self._expired_open(txn):
                 return False
             files = self._staged_files(txn)
-            txn.commit(None, (), txn.removals(files) + [txn.set_app_version(self._app, encode_state(_ABORTED, _now_ms()))])
+            aborted[:] = staged_data_paths(txn, files)
+            txn.commit(None, (), manifest_removals(files) + [txn.set_app_version(self._app, encode_state(_ABORTED, _now_ms()))])
             return True
 
+        aborted: list[str] = []
         if _delta.retrying(attempt, f"abort {self!r}"):
-            log.info("%r aborted", self)
+            deleted = _delta.delete_files(self._writer._events._session, self._writer._events._store.events_path(
+                self._writer.scope, self._writer.stream), aborted)
+            log.info("%r aborted (%d staged files deleted)", self, deleted)
         self._closed = TxnStatus.ABORTED
 
     def _staged_files(self, txn: _delta.Transaction) -> list:
@@ -497,24 +534,99 @@ TRANSACTIONS_DDL = ("txn_id string, status string, lease_expiry timestamp, decis
                     "max_execution_expiry timestamp, last_updated timestamp, timed_out boolean")
 
 
-def abort_timed_out(events_txn_factory, scope: str, stream: str, now_ms: int) -> list[str]:
-    """Abort every transaction of one stream whose lease expired by ``now_ms``, and remove its
-    staged rows: one Delta commit for all of them (retried if a commit or ping races it)."""
+def staged_pending_files(txn: _delta.Transaction, manifests: list) -> list[PendingFile]:
+    """The staged files listed by these manifest files, ranked in staging order: (the staging
+    commit's read version, the manifest, the write task)."""
+    out = []
+    for manifest in manifests:
+        for row in txn.rows([manifest]):
+            if row["record_type"] != RECORD_STAGED:
+                continue
+            staged = pending_file(_delta.AddedFile.of(_delta.add_from_json(bytes(row["event"]).decode())))
+            rank = (int(row["base_offset"]), str(manifest.path()), *staged.rank[1:])
+            out.append(PendingFile(staged.segment_id, rank, staged.low, staged.high, staged.num_records, staged.action))
+    return out
+
+
+def staged_rows(txn: _delta.Transaction, files: list[PendingFile]) -> DataFrame:
+    """The events of staged files as ``(routing_key, event)`` rows, globally sorted in staging
+    order (file rank, then offset): the input of a write routing them again."""
+    ranked = sorted(files, key=lambda f: (f.rank, f.low))
+    parts = [txn.read_files([f.action]).select("routing_key", "event", "rel_offset", F.lit(i).alias("__rank"))
+             for i, f in enumerate(ranked)]
+    rows = parts[0]
+    for part in parts[1:]:
+        rows = rows.unionByName(part)
+    return rows.orderBy("__rank", "rel_offset").select("routing_key", "event")
+
+
+def staged_data_paths(txn: _delta.Transaction, manifests: list) -> list[str]:
+    """The (table-relative) paths of the staged data files these manifests list."""
+    return [str(f.action.path()) for f in staged_pending_files(txn, manifests)]
+
+
+def remove_manifests(txn_factory, partitions: list[int]) -> int:
+    """Remove the manifest files of these staging partitions (``dataChange=false``: no event
+    changes); returns how many. Safe to repeat and to race."""
+
+    def attempt() -> int:
+        txn = txn_factory()
+        files = txn.read_files_in(EVENTS_PARTITION, partitions)
+        if files:
+            txn.commit(None, (), _delta.Transaction.removals(files, data_change=False))
+        return len(files)
+
+    return _delta.retrying(attempt, f"remove staging manifests {partitions}")
+
+
+def remove_decided_manifests(txn_factory, now_ms: int) -> int:
+    """Remove the manifests that decided transactions left behind (a process stopped between a
+    commit and its clean-up); returns how many. Their staged files stay: a committed
+    transaction's are its events, an aborted one's are orphans for VACUUM."""
+    txn = txn_factory()
+    decided = {staging_partition(uuid.UUID(s["txn_id"])) for s in transaction_states(txn, now_ms)
+               if s["status"] in ("COMMITTED", "ABORTED") and not s["timed_out"]}
+    left = sorted({int(_delta.partition_value(f, EVENTS_PARTITION)) for f in txn.files_where(f"{EVENTS_PARTITION} < 0")}
+                  & decided)
+    return remove_manifests(txn_factory, left) if left else 0
+
+
+def manifest_removals(files: list) -> list:
+    return _delta.Transaction.removals(files, data_change=False)
+
+
+def abort_timed_out(events_txn_factory, scope: str, stream: str, now_ms: int, spark=None, events_path=None) -> list[str]:
+    """Abort every transaction of one stream whose lease expired by ``now_ms``, removing its
+    manifests in the same commit, then delete its staged files; also remove manifests that a
+    decided transaction left behind (a process stopped between its commit and its clean-up)."""
+    deleted: list[str] = []
 
     def attempt() -> list[str]:
         txn = events_txn_factory()
-        expired = [s["txn_id"] for s in transaction_states(txn, now_ms) if s["timed_out"]]
-        if not expired:
-            return []
+        states = transaction_states(txn, now_ms)
+        expired = [s["txn_id"] for s in states if s["timed_out"]]
+        decided = {staging_partition(uuid.UUID(s["txn_id"])): s for s in states
+                   if s["status"] in ("COMMITTED", "ABORTED") and not s["timed_out"]}
         actions = []
         for txn_id in expired:
             app = TXN_APP_PREFIX + txn_id
             txn.app_version(app)  # the fence: a concurrent commit or ping of it fails one of us
             actions.append(txn.set_app_version(app, encode_state(_ABORTED, now_ms)))
-        files = txn.files_in(EVENTS_PARTITION, [staging_partition(uuid.UUID(t)) for t in expired])
-        txn.commit(None, (), txn.removals(files) + actions)
-        log.info("aborted %d timed-out transactions of %s/%s (%d staged files removed): %s",
+        expired_parts = {staging_partition(uuid.UUID(t)) for t in expired}
+        files = [f for f in txn.files_where(f"{EVENTS_PARTITION} < 0")
+                 if int(_delta.partition_value(f, EVENTS_PARTITION)) in expired_parts | set(decided)]
+        if not files and not actions:
+            return []
+        # the staged files of aborted transactions go; a committed one's are its events now
+        doomed = [f for f in files if int(_delta.partition_value(f, EVENTS_PARTITION)) in expired_parts
+                  or decided.get(int(_delta.partition_value(f, EVENTS_PARTITION)), {}).get("status") == "ABORTED"]
+        deleted[:] = staged_data_paths(txn, doomed)
+        txn.commit(None, (), manifest_removals(files) + actions)
+        log.info("aborted %d timed-out transactions of %s/%s (%d manifests removed): %s",
                  len(expired), scope, stream, len(files), expired)
         return expired
 
-    return _delta.retrying(attempt, f"abort timed-out transactions of {scope}/{stream}")
+    expired = _delta.retrying(attempt, f"abort timed-out transactions of {scope}/{stream}")
+    if deleted and spark is not None:
+        _delta.delete_files(spark, events_path, deleted)
+    return expired

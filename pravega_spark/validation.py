@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from . import _delta
 from .schema import (
     CHUNK_TYPES,
     HEADER_SIZE,
@@ -444,6 +445,10 @@ def _undecided_staging(manager, scope: str, stream: str) -> list[int]:
 
 def _quiet_version(manager, scope: str, stream: str, attempts: int = 20):
     """The settled stream row and an events-table version read while that row did not change."""
+    from .transactions import _now_ms, remove_decided_manifests
+
+    remove_decided_manifests(lambda: _delta.Transaction(manager.spark, manager._store.events_path(scope, stream)),
+                             _now_ms())
     for _ in range(attempts):
         record = manager._recover(manager._stream(scope, stream))
         version = manager._store.events_version(scope, stream)

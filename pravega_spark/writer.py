@@ -24,19 +24,23 @@ from ._delta import SESSION_CONF
 from ._failpoints import failpoint
 from .errors import EventTooLargeError, InvalidConfigError, PravegaSparkError
 from .routing import (
+    PendingFile,
     key_position,
+    place_files,
     with_event_checks,
     with_key_position,
-    with_offsets,
+    with_relative_offsets,
     with_segment_id,
 )
 from .schema import (
     EVENTS_PARTITION,
+    EVENTS_PARTITIONS,
     EVENTS_SCHEMA,
     EVENTS_STATS_COLUMNS,
     HEADER_SIZE,
     MAX_EVENT_SIZE,
     RECORD_EVENT,
+    UNPLACED,
 )
 from .segments import SegmentRecord, epoch_members
 from .stream_cut import StreamCut
@@ -46,15 +50,17 @@ log = logging.getLogger("pravega_spark")
 
 # Settings of each writer's own session (they apply to its writes only).
 WRITER_CONF = {
-    # one task per segment's window (see ``with_offsets``): coalescing small shuffle partitions
-    # would put several segments, and their whole write, into one task
-    "spark.sql.adaptive.coalescePartitions.enabled": "false",
-    # nor is there anything for adaptive execution to re-plan: without it, a write's shuffle is
-    # not a query stage of its own (one Spark job instead of two, ~60 ms less per write here)
+    # a write is one pass with no shuffle (``with_relative_offsets``): nothing for adaptive
+    # execution to re-plan, and the offsets' UDF must see the same partitions as the file writer
     "spark.sql.adaptive.enabled": "false",
+    # one file per task and segment: a task's offsets are relative to its extent in the segment
+    # (several files per task would still be placed correctly, see ``place_files``)
+    "spark.sql.files.maxRecordsPerFile": "0",
+    # the offsets' UDF sees (segment id, size) pairs: big batches, few round trips to Python
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "50000",
     # offsets are unique and payloads opaque: a dictionary would be filled, then abandoned
-    "parquet.enable.dictionary#offset": "false",
-    "parquet.enable.dictionary#next_offset": "false",
+    "parquet.enable.dictionary#rel_offset": "false",
+    "parquet.enable.dictionary#rel_next_offset": "false",
     "parquet.enable.dictionary#event": "false",
     # nothing filters on payloads, keys or writer ids inside a file: no per-page min/max for them
     "parquet.column.statistics.enabled#event": "false",
@@ -191,12 +197,14 @@ class EventStreamWriter:
         number = check_write_number(write_number)
         events = self._prepare(df, routing_key, event, order_by)
         names = [order_by] if isinstance(order_by, str) else list(order_by or [])
-        order = [F.col(c) for c in names]
-        order.append(F.col("__seq"))
         guard = None if number is None else self._idempotence_guard(number)
         small = small_events(events, names)
-        return self._retrying(lambda: self._attempt(small if small is not None else events, order, guard),
-                              f"append to {self.scoped_name}")
+        if small is None and names:
+            # a global sort: the tasks' order (the order their extents are laid out in) and each
+            # task's row order are then the order asked for
+            events = events.orderBy(*[F.col(c) for c in names], F.col("__seq"))
+        files_of = self._files_of(events if small is None else small)
+        return self._retrying(lambda: self._attempt(files_of, guard), f"append to {self.scoped_name}")
 
     def stream_event(self, routing_key: str | None = None, chunk_size: int | None = None):
         """Start a large event (up to 1 GiB): a writable binary file, committed as one event.
@@ -316,12 +324,32 @@ class EventStreamWriter:
             log.info("%s: %s took %d attempts", self.writer_id, what, attempts)
         return replace(result, retries=attempts - 1)
 
-    def _attempt(self, events, order, guard=None) -> WriteResult:
+    def _files_of(self, events):
+        """``files_of(txn, segments)``: the write's files, routed to ``segments`` (written on the
+        first call). A retry after a conflict reuses them: their contents do not depend on the
+        tails, only their bases do. They are written again only if a scale sealed a segment they
+        were routed to."""
+        written: list[PendingFile] | None = None
+
+        def files_of(txn: _delta.Transaction, segments: list[SegmentRecord]) -> list[PendingFile]:
+            nonlocal written
+            open_ids = {seg.segment_id for seg in segments}
+            if written is None or any(f.segment_id not in open_ids for f in written):
+                if written is not None:
+                    log.info("%s: a scale sealed segments this write was routed to: writing it again", self.writer_id)
+                written = (self._write_small(txn, events, segments) if isinstance(events, list)
+                           else self._write_with_spark(txn, events, segments))
+            return written
+
+        return files_of
+
+    def _attempt(self, files_of, guard=None) -> WriteResult:
         """One attempt of an append: a fenced Delta transaction on the events table.
 
-        ``guard(txn)`` (optional) runs first against the transaction's snapshot: it returns the
-        extra actions to commit with the events (None: the write is already applied, skip it).
-        ``events`` may be a function of the transaction (for data read in it).
+        ``files_of(txn, segments)`` gives the write's files (see ``_files_of``); their bases are
+        fixed here, after the tails of this transaction's snapshot. ``guard(txn)`` (optional) runs
+        first against the snapshot: it returns the extra actions to commit with the events (None:
+        the write is already applied, skip it).
         """
         txn = _delta.Transaction(self._session, self._store.events_path(self.scope, self.stream))
         extra: list = []
@@ -329,31 +357,29 @@ class EventStreamWriter:
             extra = guard(txn)
             if extra is None:  # already applied: report the current tail, write nothing
                 return WriteResult(0, 0, None, StreamCut(self.scoped_name, self._open_segments(txn)[1]))
-        if callable(events):
-            events = events(txn)
         try:
             segments, tails = self._open_segments(txn)
         except _delta.Retry:
             self._manager._active_stream(self.scope, self.stream)  # finishes the pending scale
             raise
         self._hint = None
-        if isinstance(events, list):  # a few events, already in this process: see ``small_events``
-            actions, files = self._write_small(txn, events, segments, tails)
-        else:
-            actions, files = self._write_with_spark(txn, events, segments, tails, order)
+        files = files_of(txn, segments)
         if not files and not extra:
             self._hint = (segments, tails, txn.read_version, txn.table_id)
             return WriteResult(0, 0, None, StreamCut(self.scoped_name, tails))
+        placements, lengths = place_files(files, tails)
+        adds = [_delta.placed(f.action, {"base_offset": base, "end_offset": end})
+                for f, (base, end) in zip(files, placements, strict=True)]
         # the fence: only the segments written to. A commit adding files to one of them (an
         # append, a seal, a truncation marker) or removing some after our snapshot makes ours
         # fail; writers of other segments of the stream go on in parallel.
-        written = sorted({int(f.partition[EVENTS_PARTITION]) for f in files})
+        written = sorted({f.segment_id for f in files})
         if written:
             txn.track_partitions(EVENTS_PARTITION, written)
         failpoint("append:before_commit")
-        version = txn.commit(actions, (EVENTS_PARTITION,), extra)
+        version = txn.commit(adds, EVENTS_PARTITIONS, extra)
         failpoint("append:after_commit")
-        lengths = self._lengths_after(txn, version, tails, files)
+        lengths = self._lengths_after(txn, version, lengths, written)
         grown = {sid: lengths[sid] - tails[sid] for sid in written if lengths[sid] != tails[sid]}
         self._hint = (segments, lengths, version, txn.table_id)
         self._position = {sid: off for sid, off in self._position.items() if sid in tails}
@@ -364,68 +390,59 @@ class EventStreamWriter:
                  result.event_count, result.byte_count, self.scoped_name, version)
         return result
 
-    def _lengths_after(self, txn: _delta.Transaction, version: int, tails: dict[int, int], files) -> dict[int, int]:
+    def _lengths_after(self, txn: _delta.Transaction, version: int, lengths: dict[int, int],
+                       written: list[int]) -> dict[int, int]:
         """Each open segment's length right after our commit at ``version``. A written segment's
         is the end of what we wrote (the fence kept everyone else out of it). The others' are our
         snapshot's, unless someone committed between our snapshot and our commit: then they are
-        read again at ``version`` (file statistics of its checksum; no Spark job)."""
-        lengths = dict(tails)
-        for f in files:
-            sid = int(f.partition[EVENTS_PARTITION])
-            lengths[sid] = max(lengths[sid], int(f.max_values["next_offset"]))
-        untouched = [sid for sid in tails if sid not in {int(f.partition[EVENTS_PARTITION]) for f in files}]
+        read again at ``version`` (from the log; no Spark job)."""
+        untouched = [sid for sid in lengths if sid not in written]
         if untouched and version != txn.read_version + 1:
             fresh = self._store.segment_tails(self.scope, self.stream, untouched, version)
-            lengths.update({sid: t.length for sid, t in fresh.items()})
+            lengths = {**lengths, **{sid: t.length for sid, t in fresh.items()}}
         return lengths
 
-    def _write_with_spark(self, txn: _delta.Transaction, events: DataFrame, segments, tails, order):
-        """Route, frame and lay out ``events`` after ``tails`` in one Spark job writing the files."""
-        # one shuffle partition (one task) per segment's window: see ``with_offsets``
-        self._session.conf.set("spark.sql.shuffle.partitions", str(len(segments)))
+    def _write_with_spark(self, txn: _delta.Transaction, events: DataFrame, segments) -> list[PendingFile]:
+        """Route, frame and write ``events`` in one Spark job with no shuffle: each task writes
+        one file per segment, its offsets relative to the task's extent there."""
         if _is_small(events):
-            # a few events (a notebook's handful, a write_event): one task, no shuffle (the
-            # windows' required distribution holds on a single partition)
+            # a few events (a notebook's handful, a write_event): one task, so one file per segment
             events = events.coalesce(1)
         prepared = (events
                     .transform(with_key_position)
                     .transform(with_segment_id, segments=segments)
                     .transform(with_event_checks)
-                    .transform(with_offsets, tails=tails, order=order)
-                    # exactly the events table's columns (no cast on segment_id: the write keeps
-                    # the window's order)
-                    .select("segment_id", "offset", "next_offset",
+                    .transform(with_relative_offsets)
+                    .select("segment_id", "base_offset", "end_offset", "rel_offset", "rel_next_offset",
                             F.lit(RECORD_EVENT).alias("record_type"), "routing_key", "event",
                             F.lit(self.writer_id).alias("writer_id"),
                             F.current_timestamp().alias("write_time"),
-                            F.lit(None).cast("long").alias("event_offset")))
+                            F.lit(None).cast("long").alias("rel_event_offset")))
         try:
-            actions, files = txn.write(prepared, (EVENTS_PARTITION,))
+            _, files = txn.write(prepared, EVENTS_PARTITIONS)
         except Exception as exc:  # the job's raise_error surfaces as a Spark or Py4J error
             self._raise_event_error(exc)
             raise
-        return actions, files
+        return [pending_file(f) for f in files]
 
-    def _write_small(self, txn: _delta.Transaction, events: list, segments, tails):
+    def _write_small(self, txn: _delta.Transaction, events: list, segments) -> list[PendingFile]:
         """The same layout as ``_write_with_spark`` for a few events already in this process:
         routed and framed here, written by ``Transaction.write_rows`` (no Spark job)."""
         ordered = sorted(segments, key=lambda seg: seg.key_start)
         now = datetime.now(timezone.utc)
-        lengths = dict(tails)
+        lengths: dict[int, int] = {}
         rows = []
         for routing_key, payload, position in events:
             check_event(payload)
             sid = next((seg.segment_id for seg in ordered[:-1] if position < seg.key_end), ordered[-1].segment_id)
-            offset = lengths[sid]
+            offset = lengths.get(sid, 0)
             lengths[sid] = offset + HEADER_SIZE + len(payload)
-            rows.append((sid, offset, lengths[sid], RECORD_EVENT, routing_key, payload, self.writer_id, now, None))
+            rows.append((sid, UNPLACED, UNPLACED, offset, lengths[sid], RECORD_EVENT, routing_key, payload,
+                         self.writer_id, now, None))
         if not rows:
-            return None, []
-        actions = txn.write_rows(rows, EVENTS_SCHEMA, (EVENTS_PARTITION,), EVENTS_STATS_COLUMNS)
-        files = [_delta.AddedFile({EVENTS_PARTITION: str(sid)}, sum(1 for r in rows if r[0] == sid),
-                                  {"next_offset": lengths[sid]})
-                 for sid in sorted({r[0] for r in rows})]
-        return actions, files
+            return []
+        actions = txn.write_rows(rows, EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS)
+        return [pending_file(_delta.AddedFile.of(a)) for a in actions]
 
     @staticmethod
     def _raise_event_error(exc: BaseException) -> None:
@@ -435,6 +452,15 @@ class EventStreamWriter:
             raise EventTooLargeError(detail.strip().rstrip(".") + "; nothing was written") from None
         if "NullEvent:" in text:
             raise InvalidEventError("an event payload is null; nothing was written") from None
+
+
+def pending_file(added: _delta.AddedFile, first_rank: int = 0) -> PendingFile:
+    """A written file awaiting its base: its segment, its rank (``first_rank``, then the task that
+    wrote it, from its placeholder ``base_offset``) and its relative extent (statistics)."""
+    return PendingFile(int(added.partition[EVENTS_PARTITION]),
+                       (first_rank, UNPLACED - int(added.partition["base_offset"])),
+                       int(added.min_values.get("rel_offset", 0)), int(added.max_values["rel_next_offset"]),
+                       added.num_records, added.action)
 
 
 def check_write_number(write_number: int | None) -> int | None:

@@ -18,6 +18,18 @@ def table_versions(spark, root: str) -> dict[str, int]:
     return out
 
 
+# The README's plain-SQL reading of the events table: absolute offsets from each file's base.
+ABSOLUTE_COLUMNS = ["segment_id", "base_offset + rel_offset AS offset", "base_offset + rel_next_offset AS next_offset",
+                    "record_type", "routing_key", "event", "writer_id", "write_time",
+                    "base_offset + rel_event_offset AS event_offset", "base_offset", "end_offset"]
+
+
+def absolute_events(spark, path: str):
+    """A stream's events table with absolute offsets, read with plain Spark SQL expressions (not
+    the library's own view, so that tests state the layout independently)."""
+    return spark.read.format("delta").load(path).selectExpr(*ABSOLUTE_COLUMNS)
+
+
 def events_rows(spark, root: str, scope: str, stream: str):
-    """Every raw row of a stream's events table (control records included)."""
-    return spark.read.format("delta").load(f"{root}/{scope}/{stream}/events").collect()
+    """Every row of a stream's events table (control records included), absolute offsets."""
+    return absolute_events(spark, f"{root}/{scope}/{stream}/events").collect()

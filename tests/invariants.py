@@ -13,6 +13,7 @@ from pravega_spark.schema import (
     RECORD_TRUNCATE,
 )
 from pravega_spark.transactions import parse_txn_id, staging_partition
+from tests.helpers import absolute_events
 
 
 def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
@@ -33,7 +34,7 @@ def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
     truncation = manager.truncation_record(scope, stream)
     head = info.head_stream_cut.positions
     segments = {r.segment_id: r for r in manager.segments(scope, stream).collect()}
-    rows = spark.read.format("delta").load(f"{manager.root}/{scope}/{stream}/events").collect()
+    rows = absolute_events(spark, f"{manager.root}/{scope}/{stream}/events").collect()
     undecided = {staging_partition(parse_txn_id(t.txn_id))
                  for t in manager.transactions(scope, stream).collect() if t.status == "OPEN" or t.timed_out}
     events = defaultdict(list)

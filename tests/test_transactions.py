@@ -3,6 +3,8 @@ lease timeout, the timeout job racing commits, and a commit killed midway."""
 
 from __future__ import annotations
 
+import json
+
 import signal
 import time
 import uuid
@@ -35,7 +37,19 @@ def _rows(spark, writer: str, batch: int, n: int, keys: int = 4):
 
 
 def _staged_rows(spark, root):
+    """The manifest rows of open transactions: one per staged data file."""
     return [r for r in events_rows(spark, root, "iot", "sensors") if r.record_type == RECORD_STAGED]
+
+
+def _staged_files(spark, root) -> dict[str, int]:
+    """Staged data file path -> its events, from the manifests."""
+    return {json.loads(r.event)["path"]: json.loads(json.loads(r.event)["stats"])["numRecords"]
+            for r in _staged_rows(spark, root)}
+
+
+def _commit_actions(root, version: int) -> list[dict]:
+    with open(f"{root}/iot/sensors/events/_delta_log/{version:020d}.json") as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def _visible(manager):
@@ -74,11 +88,20 @@ def test_commit_is_atomic_contiguous_and_ordered_like_pravega(spark, root, manag
     assert txn.check_status() is ps.TxnStatus.OPEN
     assert txn.write_events(_rows(spark, "tx", 0, 30)) == 30
     txn.write_event("tx:0001:000000", routing_key="key-1")  # a second write comes after the first
-    assert len(_staged_rows(spark, root)) == 31
+    staged = _staged_files(spark, root)
+    assert sum(staged.values()) == 31
     plain.write_events(_rows(spark, "plain", 1, 8))  # before the commit: before the txn's events
     assert not any(p.startswith("tx:") for p in _visible(manager))  # staged events are invisible
     result = txn.commit()
     assert result.event_count == 31 and result.version is not None
+    # metadata-only: the commit adds exactly the files staged before (no file written), removes
+    # nothing, and records the decision; the manifests go in a commit of their own
+    actions = _commit_actions(root, result.version)
+    assert sorted(a["add"]["path"] for a in actions if "add" in a) == sorted(staged)
+    assert not any("remove" in a for a in actions) and any("txn" in a for a in actions)
+    cleanup = _commit_actions(root, result.version + 1)
+    assert [a["remove"]["dataChange"] for a in cleanup if "remove" in a] == [False, False]
+    assert not any("add" in a for a in cleanup)
     plain.write_events(_rows(spark, "plain", 2, 8))  # after the commit
 
     assert _staged_rows(spark, root) == []

@@ -128,16 +128,17 @@ def test_empty_write_commits_nothing(manager, spark, root, stream2):
     assert table_versions(spark, root) == before
 
 
-def test_partition_keys_match_sparks_hash_partitioning(spark):
-    from pravega_spark.routing import partition_keys, spark_hash_long
+def test_place_files_lays_out_task_extents_in_rank_order_after_the_tails():
+    from pravega_spark.routing import PendingFile, place_files
 
-    values = [0, 1, -1, 42, 2**31, -(2**40) + 7, (5 << 32) | 3, 2**63 - 1]
-    expected = spark.createDataFrame([(v,) for v in values], "v long").select(F.hash("v")).collect()
-    assert [spark_hash_long(v) for v in values] == [r[0] for r in expected]
-    for n in (1, 2, 4, 7, 64):
-        keys = partition_keys(n)
-        got = spark.createDataFrame([(k,) for k in keys], "v long").select(F.expr(f"pmod(hash(v), {n})")).collect()
-        assert [r[0] for r in got] == list(range(n))
+    files = [PendingFile(7, (0, 1), 0, 30),   # task 1 of segment 7
+             PendingFile(7, (0, 0), 0, 50),   # task 0: goes first
+             PendingFile(9, (0, 0), 0, 8),
+             PendingFile(7, (0, 2), 0, 20),   # task 2, split into two files sharing its base
+             PendingFile(7, (0, 2), 20, 45)]
+    placements, lengths = place_files(files, {7: 100, 9: 0, 11: 5})
+    assert placements == [(150, 180), (100, 150), (0, 8), (180, 225), (180, 225)]
+    assert lengths == {7: 225, 9: 8, 11: 5}
 
 
 def test_small_and_parallel_write_paths_lay_out_the_same_offsets(manager, spark, stream2, monkeypatch):

@@ -544,11 +544,12 @@ class Transaction:
         return read_rows(self.spark, self.path, files)
 
     def write_rows(self, rows: list[tuple], schema: StructType, partition_by: tuple[str, ...] = (),
-                   stats_columns: tuple[str, ...] = ()) -> list:
+                   stats_columns: tuple[str, ...] = (), folder: str | None = None) -> list:
         """Write a few rows (tuples in ``schema``'s order) as new files of the table, one per
         partition, without a Spark job: encoded with pyarrow in this process and put through the
         table's Hadoop file system. Returns their add actions (for ``commit``), with statistics
-        (record count; min, max and null count of ``stats_columns``). Not yet visible."""
+        (record count; min, max and null count of ``stats_columns``). Not yet visible. ``folder``
+        (optional) is the directory to write into instead of the partition's."""
         by_partition: dict[tuple, list[tuple]] = {}
         names = schema.fieldNames()
         keys = [names.index(c) for c in partition_by]
@@ -556,11 +557,11 @@ class Transaction:
             by_partition.setdefault(tuple(str(row[i]) for i in keys), []).append(row)
         data_fields = [f for f in schema.fields if f.name not in partition_by]
         return [self._write_file([tuple(r[names.index(f.name)] for f in data_fields) for r in part_rows],
-                                 data_fields, dict(zip(partition_by, values, strict=True)), stats_columns)
+                                 data_fields, dict(zip(partition_by, values, strict=True)), stats_columns, folder)
                 for values, part_rows in by_partition.items()]
 
     def _write_file(self, rows: list[tuple], fields: list, partition: dict[str, str],
-                    stats_columns: tuple[str, ...]):
+                    stats_columns: tuple[str, ...], folder: str | None = None):
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -571,7 +572,7 @@ class Transaction:
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression="snappy")
         data = sink.getvalue().to_pybytes()
-        folder = "".join(f"{k}={v}/" for k, v in partition.items())
+        folder = "".join(f"{k}={v}/" for k, v in partition.items()) if folder is None else folder.rstrip("/") + "/"
         relative = f"{folder}part-00000-{uuid.uuid4()}.c000.snappy.parquet"
         jvm = self._jvm
         full = jvm.org.apache.hadoop.fs.Path(jvm.org.apache.hadoop.fs.Path(self.path), relative)

@@ -5,18 +5,21 @@ segment into the target segment atomically. Here:
 
 - **Staging.** ``EventStreamWriter.stream_event(routing_key)`` returns a ``LargeEventWriter``, a
   writable binary file. It holds at most one chunk (8 MiB by default) in memory: each full chunk is
-  appended, as one row and one file, to the stream's ``transient`` table, in a partition of the
-  event's own (its *transient id*: Pravega's ``<segment>#transient.<writer>.<id>``). Staged
-  chunks survive the process; readers never see them.
-- **Commit** is one Delta commit of the events table: the chunk rows, copied into the segment
-  that owns the event's key *now* (after a scale, the successor) at its tail, contiguously, with
-  Pravega's framing for one event (one 8-byte header, the whole payload's length); and the
-  decision ``pravega-large/<transient id> = COMMITTED`` (a Delta application version). Then the
-  staged files are removed from the transient table (a second, idempotent commit). An event that
-  ended up at most 8 MiB is written as a regular event instead.
+  written once, as a one-row data file of the events table (under ``events/transient=<id>/``,
+  framed relative to the chunk: the event's header before the first chunk), and a manifest row
+  naming that file is appended to the stream's ``transient`` table, in a partition of the event's
+  own (its *transient id*: Pravega's ``<segment>#transient.<writer>.<id>``). Staged chunks survive
+  the process; readers never see them (the events table does not reference them yet).
+- **Commit** is one Delta commit of the events table that writes no data (Pravega's merge of a
+  transient segment): the chunk files' add actions, placed in the segment that owns the event's
+  key *now* (after a scale, the successor) at its tail, contiguously, as one event (one 8-byte
+  header, the whole payload's length), and the decision ``pravega-large/<transient id> =
+  COMMITTED`` (a Delta application version). Then the manifests are removed from the transient
+  table (a second, idempotent commit). An event that stayed within 8 MiB and staged nothing is
+  written as a regular event instead.
 - **Abort** (``abort()``, ``close()`` without ``commit()``, an oversized event, or the clean-up of
   idle transient data) commits ``ABORTED`` for the transient id in the events table, then removes
-  the staged files. Commit and abort both read the decision, so Delta lets only one of them
+  manifests and deletes the staged chunk files. Commit and abort both read the decision, so Delta lets only one of them
   succeed: a commit racing the clean-up either lands whole or fails with ``LargeEventFailedError``.
 - **Reading.** ``assemble_large_events`` turns the chunk rows of each complete large event into one
   row (a pure transformation used by ``read_events``); ``LargeEventReader`` (``open_event``)
@@ -29,6 +32,7 @@ truncation and reads never split a large event.
 from __future__ import annotations
 
 import io
+import json
 import logging
 import uuid
 from collections.abc import Iterator, Mapping
@@ -51,6 +55,9 @@ from .routing import key_position
 from .schema import (
     CHUNK_TYPES,
     EVENTS_PARTITION,
+    EVENTS_PARTITIONS,
+    EVENTS_SCHEMA,
+    EVENTS_STATS_COLUMNS,
     HEADER_SIZE,
     MAX_EVENT_SIZE,
     MAX_LARGE_EVENT_SIZE,
@@ -59,9 +66,11 @@ from .schema import (
     RECORD_EVENT,
     TRANSIENT_PARTITION,
     TRANSIENT_SCHEMA,
+    TRANSIENT_STATS_COLUMNS,
+    UNPLACED,
 )
 from .stream_cut import StreamCut
-from .writer import WRITER_CONF, WriteResult, events_table_rows
+from .writer import WRITER_CONF, WriteResult
 
 log = logging.getLogger("pravega_spark")
 
@@ -87,36 +96,15 @@ def chunk_framing(event_offset: int, position: int, length: int) -> tuple[int, i
     return start, event_offset + HEADER_SIZE + position + length
 
 
-def chunk_rows(staged: DataFrame, *, segment_id: int, event_offset: int, size: int,
-               writer_id: str) -> DataFrame:
-    """The events-table rows of a large event from its staged chunks (transient rows): placed in
-    ``segment_id`` at ``event_offset``, framed as one event of ``size`` payload bytes."""
-    position, length = F.col("position"), F.length("event").cast("long")
-    base = F.lit(int(event_offset)).cast("long")
-    return (staged
-            .select(F.lit(int(segment_id)).cast("long").alias("segment_id"),
-                    F.when(position == 0, base).otherwise(base + HEADER_SIZE + position).alias("offset"),
-                    (base + HEADER_SIZE + position + length).alias("next_offset"),
-                    F.when(position + length == F.lit(int(size)), F.lit(RECORD_CHUNK_END))
-                    .otherwise(F.lit(RECORD_CHUNK)).alias("record_type"),
-                    "routing_key", "event",
-                    F.lit(writer_id).alias("writer_id"),
-                    F.current_timestamp().alias("write_time"),
-                    base.alias("event_offset"))
-            .transform(events_table_rows))
-
-
-def single_event_row(staged: DataFrame, *, segment_id: int, offset: int, writer_id: str) -> DataFrame:
-    """The events-table row of a regular event made of staged chunks (an event that ended up
-    within 8 MiB): the chunks concatenated in position order, at ``offset`` in ``segment_id``."""
-    base = F.lit(int(offset)).cast("long")
-    return (staged.groupBy("routing_key")
-            .agg(F.expr("listagg(event) WITHIN GROUP (ORDER BY position)").alias("event"))
-            .select(F.lit(int(segment_id)).cast("long").alias("segment_id"), base.alias("offset"),
-                    (base + HEADER_SIZE + F.length("event")).alias("next_offset"),
-                    F.lit(RECORD_EVENT).alias("record_type"), "routing_key", "event",
-                    F.lit(writer_id).alias("writer_id"), F.current_timestamp().alias("write_time"))
-            .transform(events_table_rows))
+def chunk_row(position: int, chunk: bytes, last: bool, routing_key: str | None, writer_id: str,
+              write_time: datetime) -> tuple:
+    """The events-table row (``EVENTS_SCHEMA`` order) of one staged chunk, before its commit
+    places it: its offsets relative to the chunk's own base, where ``chunk_framing`` will put it
+    (the first chunk carries the event's header; ``rel_event_offset`` points back to the event's
+    start)."""
+    start, end = chunk_framing(0, position, len(chunk))
+    return (UNPLACED, UNPLACED, UNPLACED, 0, end - start, RECORD_CHUNK_END if last else RECORD_CHUNK,
+            routing_key, bytes(chunk), writer_id, write_time, -start)
 
 
 def assemble_large_events(events: DataFrame) -> DataFrame:
@@ -236,7 +224,7 @@ class LargeEventWriter(io.RawIOBase):
         self.transient_id = uuid.uuid4().hex
         self._app = transient_app_id(self.transient_id)
         self._session = writer._session.newSession()
-        for key, value in {**WRITER_CONF, "spark.sql.files.maxRecordsPerFile": "1"}.items():
+        for key, value in WRITER_CONF.items():
             self._session.conf.set(key, value)
         # fixed for the event's chunks (a null key gets one random position for the whole event)
         self.key_position = float(self._session.range(1).select(
@@ -245,6 +233,7 @@ class LargeEventWriter(io.RawIOBase):
         self._staged: list[int] = []  # position of each staged chunk
         self._staged_bytes = 0
         self._size = 0
+        self._started: datetime | None = None
         self._result: WriteResult | None = None
 
     def __repr__(self) -> str:
@@ -308,7 +297,7 @@ class LargeEventWriter(io.RawIOBase):
             result = self._writer.write_event(bytes(self._buffer), routing_key=self.routing_key)
         else:
             if self._buffer or not self._staged:
-                self._stage(self._buffer)
+                self._stage(self._buffer, last=True)
                 self._buffer = bytearray()
             result = _delta.retrying(self._commit_attempt, f"commit {self!r}", self._writer._retry)
             self._remove_staged()
@@ -332,7 +321,7 @@ class LargeEventWriter(io.RawIOBase):
             if decided.get(self.transient_id) == _COMMITTED:
                 super().close()
                 raise LargeEventFailedError(f"{self!r} was committed; it cannot be aborted")
-            self._remove_staged()
+            self._remove_staged(delete_data=True)
         super().close()
         log.info("%r aborted", self)
 
@@ -354,19 +343,27 @@ class LargeEventWriter(io.RawIOBase):
         except Exception:  # noqa: BLE001 - the caller raises the reason
             log.exception("%r: abort failed; the clean-up job will discard it", self)
 
-    def _stage(self, chunk: bytearray) -> None:
-        """Stage one chunk: a blind append of one row (one file) to the transient table."""
+    def _stage(self, chunk: bytearray, last: bool = False) -> None:
+        """Stage one chunk: its data file, written once into the events table's directory (not
+        referenced by it yet), then a manifest row naming it, appended to the transient table
+        (both without a Spark job)."""
         w = self._writer
         path = self._store.ensure_transient_table(w.scope, w.stream)
         position = self._staged_bytes
-        df = self._session.createDataFrame(
-            [(self.transient_id, w.writer_id, self.routing_key, self.key_position, position, chunk,
-              datetime.now(timezone.utc))], TRANSIENT_SCHEMA)
+        now = datetime.now(timezone.utc)
+        if self._started is None:
+            self._started = now  # one write time for all of the event's chunks
+        events = _delta.Transaction(self._session, self._store.events_path(w.scope, w.stream))
+        [add] = events.write_rows([chunk_row(position, chunk, last, self.routing_key, w.writer_id, self._started)],
+                                  EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS,
+                                  folder=f"transient={self.transient_id}")
+        manifest = (self.transient_id, w.writer_id, self.routing_key, self.key_position, position, len(chunk),
+                    _delta.add_json(add), now)
 
-        def attempt() -> int:
+        def attempt() -> int:  # a blind append: nobody else writes this transient id's partition
             txn = _delta.Transaction(self._session, path)
-            actions, _ = txn.write(df, (TRANSIENT_PARTITION,))
-            return txn.commit(actions, (TRANSIENT_PARTITION,))
+            return txn.commit(txn.write_rows([manifest], TRANSIENT_SCHEMA, (TRANSIENT_PARTITION,),
+                                             TRANSIENT_STATS_COLUMNS), (TRANSIENT_PARTITION,))
 
         version = _delta.retrying(attempt, f"stage a chunk of {self!r}")
         self._staged.append(position)
@@ -391,28 +388,27 @@ class LargeEventWriter(io.RawIOBase):
         tail = tails[target]
         # the fence: an append to or seal of the target segment after our snapshot fails our commit
         txn.track_partitions(EVENTS_PARTITION, [target])
-        transient = _delta.Transaction(self._session, self._store.transient_path(w.scope, w.stream))
-        files = transient.files_where(f"{TRANSIENT_PARTITION} = '{self.transient_id}'")
-        staged = transient.read_files(files)
-        if sorted(r[0] for r in staged.select("position").collect()) != self._staged:
-            raise LargeEventFailedError(f"{self!r}: its staged chunks are gone (found {len(files)} of "
+        manifests = staged_manifests(self._session, self._store.transient_path(w.scope, w.stream), [self.transient_id])
+        if sorted(m["position"] for m in manifests) != self._staged:
+            raise LargeEventFailedError(f"{self!r}: its staged chunks are gone (found {len(manifests)} of "
                                         f"{len(self._staged)}); it was aborted")
-        if self._size <= MAX_EVENT_SIZE:  # small after all (small chunks): one regular event
-            rows = single_event_row(staged, segment_id=target, offset=tail, writer_id=w.writer_id)
-        else:
-            rows = chunk_rows(staged, segment_id=target, event_offset=tail, size=self._size, writer_id=w.writer_id)
-        actions, _ = txn.write(rows, (EVENTS_PARTITION,))
+        adds = []
+        for m in manifests:  # metadata only: each chunk file gets its place in the segment
+            start, end = chunk_framing(tail, m["position"], m["size"])
+            adds.append(_delta.placed(_delta.add_from_json(m["file"]),
+                                      {EVENTS_PARTITION: target, "base_offset": start, "end_offset": end}))
         failpoint("large:before_commit")
-        version = txn.commit(actions, (EVENTS_PARTITION,), [txn.set_app_version(self._app, _COMMITTED)])
+        version = txn.commit(adds, EVENTS_PARTITIONS, [txn.set_app_version(self._app, _COMMITTED)])
         failpoint("large:after_commit")
         end = tail + HEADER_SIZE + self._size
         w._position = {**{s: o for s, o in w._position.items() if s in tails}, target: end}
         return WriteResult(1, HEADER_SIZE + self._size, version,
                            StreamCut(w.scoped_name, {**tails, target: end}), {target: HEADER_SIZE + self._size})
 
-    def _remove_staged(self) -> None:
+    def _remove_staged(self, delete_data: bool = False) -> None:
         w = self._writer
-        remove_transient(self._session, self._store.transient_path(w.scope, w.stream), [self.transient_id])
+        remove_transient(self._session, self._store.transient_path(w.scope, w.stream),
+                         self._store.events_path(w.scope, w.stream), [self.transient_id], delete_data)
 
 
 def decide(manager, scope: str, stream: str, transient_ids: list[str], decision: int) -> dict[str, int]:
@@ -431,18 +427,36 @@ def decide(manager, scope: str, stream: str, transient_ids: list[str], decision:
     return _delta.retrying(attempt, f"decide large events of {scope}/{stream}")
 
 
-def remove_transient(session, path: str, transient_ids: list[str]) -> tuple[int, int]:
-    """Remove the staged files of these transient ids (idempotent); returns (files, bytes)."""
+def staged_manifests(session, path: str, transient_ids: list[str]) -> list[dict]:
+    """The manifest rows of these transient ids, in position order (small files read without a
+    Spark job)."""
+    if not _delta.exists(session, path):
+        return []
+    txn = _delta.Transaction(session, path)
     ids = ", ".join(f"'{t}'" for t in transient_ids)
+    rows = txn.rows(txn.files_where(f"{TRANSIENT_PARTITION} IN ({ids})"))
+    return sorted(rows, key=lambda r: (r["transient_id"], r["position"]))
 
-    def attempt() -> tuple[int, int]:
+
+def remove_transient(session, path: str, events_path: str, transient_ids: list[str],
+                     delete_data: bool) -> tuple[int, int]:
+    """Remove the manifests of these transient ids (idempotent) and, for an aborted event
+    (``delete_data``), delete its staged chunk files; returns (chunk files, their bytes)."""
+    ids = ", ".join(f"'{t}'" for t in transient_ids)
+    found: list[dict] = []
+
+    def attempt() -> None:
         txn = _delta.Transaction(session, path)
         files = txn.files_where(f"{TRANSIENT_PARTITION} IN ({ids})")
+        found[:] = txn.rows(files)
         if files:
-            txn.commit(None, (TRANSIENT_PARTITION,), txn.removals(files))
-        return len(files), sum(int(f.size()) for f in files)
+            txn.commit(None, (TRANSIENT_PARTITION,), txn.removals(files, data_change=False))
 
-    return _delta.retrying(attempt, f"remove transient data in {path}")
+    _delta.retrying(attempt, f"remove transient data in {path}")
+    chunks = [json.loads(m["file"]) for m in found]
+    if delete_data and chunks:
+        _delta.delete_files(session, events_path, [c["path"] for c in chunks])
+    return len(chunks), sum(int(c["size"]) for c in chunks)
 
 
 # ---- clean-up of idle transient data -------------------------------------------------------------
@@ -466,14 +480,14 @@ class TransientCleanup:
 
 def idle_transient_ids(session, path: str, now: datetime, idle_timeout: timedelta) -> dict[str, int]:
     """Transient ids whose latest staged chunk is older than ``idle_timeout`` at ``now``, with
-    their staged bytes (from the table's log: no data is read)."""
+    their staged payload bytes (from the manifests' log entries and statistics)."""
     txn = _delta.Transaction(session, path)
     latest: dict[str, int] = {}
     sizes: dict[str, int] = {}
     for f in txn.files_where(None):
         tid = f.partitionValues().apply(TRANSIENT_PARTITION)
         latest[tid] = max(latest.get(tid, 0), int(f.modificationTime()))
-        sizes[tid] = sizes.get(tid, 0) + int(f.size())
+        sizes[tid] = sizes.get(tid, 0) + int((_delta.file_stats(f).get("maxValues") or {}).get("size", 0))
     cutoff = int(now.timestamp() * 1000) - int(idle_timeout / timedelta(milliseconds=1))
     return {tid: sizes[tid] for tid, ms in sorted(latest.items()) if ms <= cutoff}
 
@@ -493,7 +507,12 @@ def clean_transient(manager, scope: str, stream: str, now: datetime,
         return TransientCleanup()
     decisions = decide(manager, scope, stream, list(idle), _ABORTED)
     aborted = tuple(t for t, d in decisions.items() if d == _ABORTED)
-    files, size = remove_transient(manager.spark, path, list(idle))
+    events_path = manager._store.events_path(scope, stream)
+    files = size = 0
+    for ids, delete_data in ((list(aborted), True), ([t for t in idle if t not in aborted], False)):
+        if ids:  # an aborted event's chunks are deleted; a committed one's are its event now
+            n, b = remove_transient(manager.spark, path, events_path, ids, delete_data)
+            files, size = files + n, size + b
     return TransientCleanup(aborted, tuple(idle), files, size, dict(idle))
 
 
@@ -568,8 +587,9 @@ class LargeEventReader(io.RawIOBase):
                 raise NoSuchEventError(f"{self.pointer.as_text()}: chunk at {missing} is missing")
 
     def _window_scan(self, window: list[int]) -> DataFrame:
-        """The rows at ``window``'s offsets (pruned to their files by statistics)."""
+        """The rows at ``window``'s offsets (pruned to their files by their partition values)."""
         return (self._events
+                .where((F.col("base_offset") <= F.lit(window[-1])) & (F.col("end_offset") > F.lit(window[0])))
                 .where((F.col("offset") >= F.lit(window[0])) & (F.col("offset") <= F.lit(window[-1])))
                 .select("offset", "event"))
 

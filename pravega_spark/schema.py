@@ -172,8 +172,11 @@ EVENTS_VIEW_COLUMNS = ["segment_id", "offset", "next_offset", "record_type", "ro
                        "writer_id", "write_time", "event_offset", "base_offset", "end_offset"]
 
 # The transient area of large events (Pravega's transient segments): one partition per large event
-# being written, one row (and file) per staged chunk. ``position`` is the chunk's first byte in the
-# event's payload; ``key_position`` the event's key-space position, fixed when it was started.
+# being written, one row (and file) per staged chunk. A row is a manifest entry: the chunk itself
+# is a data file of the events table, written once (under ``events/transient=<id>/``) and not
+# referenced by the events table until the event's commit adds it there. ``position`` is the
+# chunk's first byte in the event's payload, ``size`` its length, ``file`` its add action (JSON);
+# ``key_position`` is the event's key-space position, fixed when it was started.
 TRANSIENT_PARTITION = "transient_id"
 TRANSIENT_SCHEMA = StructType([
     StructField("transient_id", StringType(), False),
@@ -181,11 +184,13 @@ TRANSIENT_SCHEMA = StructType([
     StructField("routing_key", StringType(), True),
     StructField("key_position", DoubleType(), False),
     StructField("position", LongType(), False),
-    StructField("event", BinaryType(), False),
+    StructField("size", LongType(), False),
+    StructField("file", StringType(), False),
     StructField("stage_time", TimestampType(), False),
 ])
+TRANSIENT_STATS_COLUMNS = ("position", "size")
 TRANSIENT_PROPERTIES = {
-    "delta.dataSkippingStatsColumns": "position,stage_time",
+    "delta.dataSkippingStatsColumns": "position,size,stage_time",
     # one commit per staged chunk (128 per GiB): checkpoint rarely, the table stays tiny
     "delta.checkpointInterval": "100",
 }

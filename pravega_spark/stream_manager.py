@@ -40,6 +40,7 @@ from .scaling import EpochTransition, apply_transition, plan_scale
 from .schema import (
     ACTIVE,
     CREATING,
+    EVENTS_PARTITION,
     RECORD_CHUNK_END,
     RECORD_EVENT,
     SCALING,
@@ -73,6 +74,9 @@ from .truncation import (
 from .validation import StreamValidation
 
 log = logging.getLogger("pravega_spark")
+
+# Delta's default ``delta.deletedFileRetentionDuration`` (7 days), what VACUUM keeps by default.
+DEFAULT_FILE_RETENTION_HOURS = 168
 
 CutOrName = StreamCut | str
 
@@ -752,7 +756,7 @@ class StreamManager:
         self._stream(scope, stream)
         path = self._store.ensure_transient_table(scope, stream)
         return (_delta.read(self.spark, path).groupBy("transient_id", "writer_id", "routing_key")
-                .agg(F.count(F.lit(1)).alias("chunks"), F.sum(F.length("event")).alias("bytes"),
+                .agg(F.count(F.lit(1)).alias("chunks"), F.sum("size").alias("bytes"),
                      F.min("stage_time").alias("first_staged"), F.max("stage_time").alias("last_staged")))
 
     def clean_transient_data(self, scope: str | None = None, stream: str | None = None,
@@ -859,6 +863,11 @@ class StreamManager:
 
         ``retention`` defaults to the tables' own deleted-file retention; ``timedelta(0)`` removes
         deleted files now, which breaks readers of older table versions (time travel).
+
+        Staged data (an open transaction's files, a large event's chunks) is written before any
+        table references it, so it looks like an orphan to VACUUM. While a stream has any, its
+        events table is vacuumed with a retention that covers the oldest of them (one hour more),
+        so they are never removed; they go with their abort, or with a later VACUUM.
         """
         streams = self._store.streams()
         if scope is not None:
@@ -873,12 +882,31 @@ class StreamManager:
                          self._store.transient_path(row[0], row[1]), *_watermark_paths(self, row[0], row[1])):
                 if not _delta.is_table(self.spark, path):
                     continue  # created on first use (transient, watermarks)
+                if path == self._store.events_path(row[0], row[1]):
+                    staged = self._staged_age_hours(row[0], row[1])
+                    if staged is not None and (hours if hours is not None else DEFAULT_FILE_RETENTION_HOURS) < staged + 1:
+                        log.info("vacuum of %s/%s: retention raised to %.1f h to keep staged data", row[0], row[1], staged + 1)
+                        _delta.vacuum(self.spark, path, staged + 1)
+                        done.append(path)
+                        continue
                 _delta.vacuum(self.spark, path, hours)
                 done.append(path)
         log.info("vacuum: %d tables", len(done))
         return done
 
     # ---- internals ---------------------------------------------------------------------------
+    def _staged_age_hours(self, scope: str, stream: str) -> float | None:
+        """Hours since the oldest staged data of the stream was written (transaction manifests,
+        large-event manifests: each is committed right after its data files), or None."""
+        times = [int(f.modificationTime()) for f in _delta.Transaction(
+            self.spark, self._store.events_path(scope, stream)).files_where(f"{EVENTS_PARTITION} < 0")]
+        transient = self._store.transient_path(scope, stream)
+        if _delta.is_table(self.spark, transient):
+            times += [int(f.modificationTime()) for f in _delta.Transaction(self.spark, transient).files_where(None)]
+        if not times:
+            return None
+        return max(0.0, (datetime.now(timezone.utc).timestamp() * 1000 - min(times)) / 3_600_000)
+
     def _stream_names(self, scope: str | None, stream: str | None) -> list[tuple[str, str]]:
         rows = self._store.streams()
         if scope is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 from datetime import datetime, timedelta, timezone
@@ -13,7 +14,7 @@ from pyspark.sql import functions as F
 
 import pravega_spark as ps
 from pravega_spark.large_events import assemble_large_events, chunk_framing
-from pravega_spark.schema import EVENTS_SCHEMA, RECORD_CHUNK, RECORD_CHUNK_END, RECORD_EVENT
+from pravega_spark.schema import RECORD_CHUNK, RECORD_CHUNK_END, RECORD_EVENT
 from tests.helpers import events_rows
 from tests.invariants import check_stream_consistent
 from tests.test_concurrency import spawn
@@ -43,9 +44,14 @@ def test_chunk_framing_puts_one_header_before_the_first_chunk():
     assert chunk_framing(100, 15, 0) == (123, 123)
 
 
+# the events with absolute offsets (``Store.events``, without the file bounds)
+VIEW_DDL = ("segment_id long, offset long, next_offset long, record_type int, routing_key string, "
+            "event binary, writer_id string, write_time timestamp, event_offset long")
+
+
 def _rows(spark, rows):
     full = [(sid, off, nxt, rt, "k", ev, "w", T0, eo) for sid, off, nxt, rt, ev, eo in rows]
-    return spark.createDataFrame(full, EVENTS_SCHEMA)
+    return spark.createDataFrame(full, VIEW_DDL)
 
 
 def test_assembly_joins_complete_events_and_drops_partial_ones(spark):
@@ -123,15 +129,25 @@ def test_round_trip_of_100_mib_with_checksums(spark, root, manager, stream2):
     check_stream_consistent(spark, manager, "iot", "sensors")
 
 
-def test_small_chunks_that_end_up_under_8_mib_make_a_regular_event(spark, root, manager, stream2):
+def test_chunks_are_written_once_and_committed_as_one_event(spark, root, manager, stream2):
     writer = manager.create_event_writer("iot", "sensors", writer_id="big")
     payload = large_payload(int(2.5 * MIB))
     event = writer.stream_event("key-0", chunk_size=MIB)
     event.write(payload)
     assert event.staged_chunks == 2  # staged as they filled; the last half chunk is buffered
-    event.commit()
-    raw = [r for r in events_rows(spark, root, "iot", "sensors")]
-    assert [(r.record_type, bytes(r.event)) for r in raw] == [(RECORD_EVENT, payload)]
+    result = event.commit()
+    raw = sorted(events_rows(spark, root, "iot", "sensors"), key=lambda r: r.offset)
+    assert [r.record_type for r in raw] == [RECORD_CHUNK, RECORD_CHUNK, RECORD_CHUNK_END]
+    assert b"".join(bytes(r.event) for r in raw) == payload
+    assert [bytes(r.event) for r in manager.read_events("iot", "sensors").collect()] == [payload]
+    # written once: the commit adds the staged chunk files themselves, and the bytes on storage
+    # under the events table are about the payload's size (not twice it)
+    with open(f"{root}/iot/sensors/events/_delta_log/{result.version:020d}.json") as f:
+        adds = [json.loads(line)["add"] for line in f if '"add"' in line]
+    assert len(adds) == 3 and all(a["path"].startswith(f"transient={event.transient_id}/") for a in adds)
+    on_disk = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(f"{root}/iot/sensors/events")
+                  for n in names if n.endswith(".parquet"))
+    assert len(payload) <= on_disk < 1.05 * len(payload)
     assert _transient_rows(spark, root) == 0
 
 
@@ -243,7 +259,7 @@ def test_killed_writer_leaves_nothing_visible_and_clean_up_removes_its_bytes(spa
     cleanup = done["iot/sensors"]
     assert cleanup.aborted == (transient_id,) and cleanup.files == 3 and cleanup.bytes > 3 * MIB
     manager.vacuum("iot", "sensors", retention=timedelta(0))
-    staged_dir = f"{root}/iot/sensors/transient/transient_id={transient_id}"
+    staged_dir = f"{root}/iot/sensors/events/transient={transient_id}"  # where its chunks were written
     assert not os.path.isdir(staged_dir) or not [f for f in os.listdir(staged_dir) if f.endswith(".parquet")]
     check_stream_consistent(spark, manager, "iot", "sensors")
 

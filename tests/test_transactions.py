@@ -4,6 +4,7 @@ lease timeout, the timeout job racing commits, and a commit killed midway."""
 from __future__ import annotations
 
 import json
+import os
 
 import signal
 import time
@@ -265,3 +266,14 @@ def test_commit_killed_midway_is_completed_by_the_next_attempt(spark, root, mana
     events = check_stream_consistent(spark, manager, "iot", "sensors")
     assert sorted(r.event.decode() for r in events) == [f"tx:0000:{i:06d}" for i in range(30)]
     check_key_order(events)
+
+
+def test_vacuum_keeps_an_open_transactions_staged_files(spark, root, manager, stream2):
+    """Staged files are referenced by no table until the commit: VACUUM must still keep them."""
+    txn = manager.create_transactional_writer("iot", "sensors", writer_id="tx").begin_txn(LEASE)
+    txn.write_events(_rows(spark, "tx", 0, 10))
+    staged = _staged_files(spark, root)
+    manager.vacuum("iot", "sensors", retention=timedelta(0))
+    assert all(os.path.exists(f"{root}/iot/sensors/events/{p}") for p in staged)
+    assert txn.commit().event_count == 10
+    assert sorted(_visible(manager)) == [f"tx:0000:{i:06d}" for i in range(10)]

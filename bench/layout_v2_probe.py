@@ -42,7 +42,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 import pravega_spark as ps
 from bench._common import source, timed
-from pravega_spark.routing import with_key_position, with_offsets, with_segment_id
+from pravega_spark.routing import with_key_position, with_segment_id
 from pravega_spark.segments import SegmentRecord
 
 HEADER = 8
@@ -61,6 +61,19 @@ def relative_offsets(batches):
             rel_next[mask] = ends
             extent[int(sid)] = int(ends[-1])
         yield batch.append_column("rel_offset", pa.array(rel_next - size)).append_column("rel_next_offset", pa.array(rel_next))
+
+
+def window_offsets(df):
+    """The layout before #17: absolute offsets from a running sum over a window per segment (a
+    shuffle of the whole rows and a sort)."""
+    from pyspark.sql import Window
+
+    framed = F.length("event").cast("long") + HEADER
+    window = (Window.partitionBy("segment_id").orderBy("__seq")
+              .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    return (df.withColumn("__seq", F.monotonically_increasing_id())
+              .withColumn("next_offset", F.sum(framed).over(window))
+              .withColumn("offset", F.col("next_offset") - framed).drop("__seq"))
 
 
 @pandas_udf(LongType())
@@ -125,8 +138,7 @@ def main(argv=None) -> int:
 
     variants = {
         "raw": append(routed, "raw"),
-        "window": append(routed.transform(with_offsets, tails={s.segment_id: 0 for s in segments},
-                                          order=[F.monotonically_increasing_id()]), "window"),
+        "window": append(window_offsets(routed), "window"),
         "arrow": append(routed.mapInArrow(relative_offsets, schema), "arrow"),
         "pandas-iter": append(routed.withColumn("__size", F.length("event") + HEADER)
                               .withColumn("rel_next_offset", relative_ends("segment_id", "__size"))

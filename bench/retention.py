@@ -27,7 +27,7 @@ from delta.tables import DeltaTable
 
 import pravega_spark as ps
 from pravega_spark.scaling import apply_transition, plan_scale
-from pravega_spark.schema import SEGMENTS_SCHEMA
+from pravega_spark.schema import EVENTS_PARTITIONS, EVENTS_SCHEMA, SEGMENTS_SCHEMA
 from pravega_spark.segments import epoch_members, initial_segments
 from pravega_spark.subscribers import lower_bound_cut
 
@@ -119,11 +119,10 @@ def truncation_with_deletes(manager, name: str, deleted: int) -> tuple[float, in
                                                            current_epoch=max(r.creation_epoch for r in records)))
     # one file per sealed segment, so a whole-segment delete removes `deleted` files
     sealed = [r.segment_id for r in records if r.sealed_epoch is not None]
-    rows = [(sid, 0, 0, 1, None, None, None, latest.update_time) for sid in sealed]
-    (spark.createDataFrame(rows, "segment_id long, offset long, next_offset long, record_type int, "
-                                 "routing_key string, event binary, writer_id string, write_time timestamp")
-     .repartition(len(sealed), "segment_id").write.format("delta").mode("append").partitionBy("segment_id")
-     .save(store.events_path("bench", name)))
+    rows = [(sid, 0, 0, 0, 0, 1, None, None, None, latest.update_time, None) for sid in sealed]
+    (spark.createDataFrame(rows, EVENTS_SCHEMA)
+     .repartition(len(sealed), "segment_id").write.format("delta").mode("append")
+     .partitionBy(*EVENTS_PARTITIONS).save(store.events_path("bench", name)))
     writer.write_event(b"x" * 100, routing_key="k")
     cut = manager.tail_stream_cut("bench", name)
     t = time.perf_counter()

@@ -539,6 +539,20 @@ class Transaction:
         self._txn.trackFilesRead(self._seq(files))
         return files
 
+    def unfenced_files(self) -> list:
+        """Every file of the snapshot, without declaring a read: the checksum file's list, else
+        the snapshot's file list (a query over the log's state). See ``track_files``."""
+        files = self.all_files()
+        if files is None:
+            found = self._txn.snapshot().allFiles().collectAsList()
+            files = [found.get(i) for i in range(found.size())]
+        return files
+
+    def track_files(self, files: list) -> None:
+        """Declare ``files`` read: a concurrent commit removing one of them makes ours fail
+        (``ConcurrentDeleteReadException``); adds to their partitions do not."""
+        self._txn.trackFilesRead(self._seq(files))
+
     def rows(self, files: list) -> list[dict]:
         """The rows of ``files`` (small files: see ``read_rows``)."""
         return read_rows(self.spark, self.path, files)

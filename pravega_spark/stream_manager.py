@@ -857,6 +857,33 @@ class StreamManager:
         return validate_stream(self, scope, stream)
 
     # ---- maintenance -------------------------------------------------------------------------
+    def compact(self, scope: str, stream: str, segment_ids: Sequence[int] | None = None,
+                target_file_size: int | None = None):
+        """Rewrite each segment's runs of small consecutive files into larger ones, offsets
+        unchanged (Delta's ``OPTIMIZE`` cannot: every file has its own base offset).
+
+        One ``dataChange=false`` commit, safe against concurrent appends (they add above the runs),
+        truncations (one of the two retries) and readers (who keep their snapshot). The replaced
+        files leave storage at the next ``vacuum``.
+
+        Args:
+            segment_ids: only these segments (default: all).
+            target_file_size: bytes a rewritten file aims at (default 128 MiB); files under half
+                of it are small.
+
+        Returns:
+            A ``CompactionResult`` (its commit version, runs, files removed and added, bytes).
+        """
+        from .compaction import DEFAULT_TARGET_FILE_SIZE, compact
+
+        self._stream(scope, stream)
+        size = DEFAULT_TARGET_FILE_SIZE if target_file_size is None else target_file_size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1024:
+            raise InvalidConfigError(f"target_file_size must be an int of at least 1024 bytes, got {size!r}")
+        result = compact(self.spark, self._store.events_path(scope, stream), segment_ids, size)
+        log.info("compact %s/%s: %r", scope, stream, result)
+        return result
+
     def vacuum(self, scope: str | None = None, stream: str | None = None,
                retention: timedelta | None = None) -> list[str]:
         """VACUUM the stream tables (all, a scope's, or one stream's); returns the tables vacuumed.

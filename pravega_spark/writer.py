@@ -324,24 +324,12 @@ class EventStreamWriter:
             log.info("%s: %s took %d attempts", self.writer_id, what, attempts)
         return replace(result, retries=attempts - 1)
 
-    def _files_of(self, events):
+    def _files_of(self, events) -> _WriteOnce:
         """``files_of(txn, segments)``: the write's files, routed to ``segments`` (written on the
         first call). A retry after a conflict reuses them: their contents do not depend on the
         tails, only their bases do. They are written again only if a scale sealed a segment they
         were routed to."""
-        written: list[PendingFile] | None = None
-
-        def files_of(txn: _delta.Transaction, segments: list[SegmentRecord]) -> list[PendingFile]:
-            nonlocal written
-            open_ids = {seg.segment_id for seg in segments}
-            if written is None or any(f.segment_id not in open_ids for f in written):
-                if written is not None:
-                    log.info("%s: a scale sealed segments this write was routed to: writing it again", self.writer_id)
-                written = (self._write_small(txn, events, segments) if isinstance(events, list)
-                           else self._write_with_spark(txn, events, segments))
-            return written
-
-        return files_of
+        return _WriteOnce(self, events)
 
     def _attempt(self, files_of, guard=None) -> WriteResult:
         """One attempt of an append: a fenced Delta transaction on the events table.
@@ -351,19 +339,25 @@ class EventStreamWriter:
         first against the snapshot: it returns the extra actions to commit with the events (None:
         the write is already applied, skip it).
         """
-        txn = _delta.Transaction(self._session, self._store.events_path(self.scope, self.stream))
-        extra: list = []
-        if guard is not None:
-            extra = guard(txn)
-            if extra is None:  # already applied: report the current tail, write nothing
-                return WriteResult(0, 0, None, StreamCut(self.scoped_name, self._open_segments(txn)[1]))
-        try:
-            segments, tails = self._open_segments(txn)
-        except _delta.Retry:
-            self._manager._active_stream(self.scope, self.stream)  # finishes the pending scale
-            raise
-        self._hint = None
-        files = files_of(txn, segments)
+        for fresh in (False, True):
+            txn = _delta.Transaction(self._session, self._store.events_path(self.scope, self.stream))
+            extra: list = []
+            if guard is not None:
+                extra = guard(txn)
+                if extra is None:  # already applied: report the current tail, write nothing
+                    return WriteResult(0, 0, None, StreamCut(self.scoped_name, self._open_segments(txn)[1]))
+            try:
+                segments, tails = self._open_segments(txn)
+            except _delta.Retry:
+                self._manager._active_stream(self.scope, self.stream)  # finishes the pending scale
+                raise
+            self._hint = None
+            writes = getattr(files_of, "writes", 0)
+            files = files_of(txn, segments)
+            if fresh or getattr(files_of, "writes", 0) == writes:
+                break
+            # the files were just written (a Spark job): commit from a fresh snapshot, so that the
+            # window in which a concurrent commit can beat ours is the commit's, not the job's
         if not files and not extra:
             self._hint = (segments, tails, txn.read_version, txn.table_id)
             return WriteResult(0, 0, None, StreamCut(self.scoped_name, tails))
@@ -452,6 +446,31 @@ class EventStreamWriter:
             raise EventTooLargeError(detail.strip().rstrip(".") + "; nothing was written") from None
         if "NullEvent:" in text:
             raise InvalidEventError("an event payload is null; nothing was written") from None
+
+
+class _WriteOnce:
+    """The files of one write, written on first use and reused by its retries (see
+    ``EventStreamWriter._files_of``); ``writes`` counts the Spark jobs that wrote them (the
+    in-process path for a few events takes milliseconds and does not count)."""
+
+    def __init__(self, writer: EventStreamWriter, events) -> None:
+        self._writer = writer
+        self._events = events
+        self._files: list[PendingFile] | None = None
+        self.writes = 0
+
+    def __call__(self, txn: _delta.Transaction, segments: list[SegmentRecord]) -> list[PendingFile]:
+        open_ids = {seg.segment_id for seg in segments}
+        if self._files is None or any(f.segment_id not in open_ids for f in self._files):
+            w = self._writer
+            if self._files is not None:
+                log.info("%s: a scale sealed segments this write was routed to: writing it again", w.writer_id)
+            if isinstance(self._events, list):
+                self._files = w._write_small(txn, self._events, segments)
+            else:
+                self._files = w._write_with_spark(txn, self._events, segments)
+                self.writes += 1
+        return self._files
 
 
 def pending_file(added: _delta.AddedFile, first_rank: int = 0) -> PendingFile:

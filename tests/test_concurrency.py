@@ -76,9 +76,10 @@ def test_writers_of_disjoint_segments_commit_without_retries(spark, root, manage
 
 
 @pytest.mark.slow
-def test_truncation_while_writers_append_and_a_scale_happens(spark, root, manager):
+def test_truncation_and_compaction_while_writers_append_and_a_scale_happens(spark, root, manager):
     """Nothing above the head is lost: the bytes truncated plus the bytes still stored are
-    exactly the bytes written, every stored event is a written one, once, in order per key."""
+    exactly the bytes written, every stored event is a written one, once, in order per key, while
+    a compactor keeps rewriting the segments' small files."""
     manager.create_scope("iot")
     manager.create_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
     writers = ["w0", "w1"]
@@ -87,10 +88,13 @@ def test_truncation_while_writers_append_and_a_scale_happens(spark, root, manage
                    "--per-batch", str(per_batch)) for w in writers]
     procs.append(spawn("scale", "--root", root, "--scales", "1", "--delay", "20", "--pause", "1"))
     procs.append(spawn("truncate", "--root", root, "--truncations", "2", "--delay", "15", "--pause", "8"))
+    procs.append(spawn("compact", "--root", root, "--rounds", "4", "--delay", "12", "--pause", "4"))
     outputs = [p.communicate(timeout=1200) for p in procs]
     for p, (out, err) in zip(procs, outputs, strict=True):
         assert p.returncode == 0, f"worker failed:\n{out}\n{err[-3000:]}"
-    assert outputs[-1][0].count("TRUNCATED") == 2
+    assert outputs[-2][0].count("TRUNCATED") == 2
+    compacted = [line.split() for line in outputs[-1][0].splitlines() if line.startswith("COMPACTED")]
+    assert len(compacted) == 4 and any(int(c[2]) > 0 for c in compacted), outputs[-1][0]
 
     events = check_stream_consistent(spark, manager, "iot", "sensors")
     written = Counter(p for w in writers for b in range(batches) for _, p in batch_rows(w, b, per_batch, 8))

@@ -193,3 +193,23 @@ def test_segment_rows_measure_what_the_successors_cover():
                _seg(1 << 32 | 2, 2, 1, 0.0, 0.3)]  # 1's successor is missing, 0's covers 0.3 of 0.5
     coverage = {r["segment_id"]: r["successor_coverage"] for r in segment_rows(history)}
     assert coverage[0] == pytest.approx(0.3) and coverage[1] == 0.0 and coverage[1 << 32 | 2] is None
+
+
+def test_every_commit_that_adds_events_is_a_pure_append(rich):
+    """Delta's streaming source skips or fails on a commit that adds and removes data: appends,
+    transaction and large-event commits only add; truncation (DELETE) and clean-up commit apart,
+    and clean-up and compaction remove with ``dataChange=false``."""
+    import glob
+    import json
+
+    commits = 0
+    for path in sorted(glob.glob(f"{rich.root}/iot/sensors/events/_delta_log/*.json")):
+        with open(path) as f:
+            actions = [json.loads(line) for line in f if line.strip()]
+        operation = next(a["commitInfo"]["operation"] for a in actions if "commitInfo" in a)
+        adds = [a["add"] for a in actions if "add" in a and a["add"]["dataChange"]]
+        removes = [a["remove"] for a in actions if "remove" in a and a["remove"]["dataChange"]]
+        if adds and operation != "DELETE":
+            commits += 1
+            assert not removes, (path, operation)
+    assert commits >= 6  # writes, seals, the large event, staging manifests...

@@ -8,6 +8,7 @@
     python -m tests.workers txn-timeout --root R --scope S --stream T --rounds M
     python -m tests.workers idempotent-append --root R --scope S --stream T --writer W --number N
     python -m tests.workers large-stage --root R --scope S --stream T --writer W --size BYTES
+    python -m tests.workers compact --root R --scope S --stream T --rounds M --pause P
 
 A crash run sets PRAVEGA_SPARK_FAILPOINT so the library SIGKILLs the process at that point.
 """
@@ -122,6 +123,15 @@ def run_large_stage(m: ps.StreamManager, a) -> None:
     time.sleep(600)
 
 
+def run_compact(m: ps.StreamManager, a) -> None:
+    """Compact the stream ROUNDS times (small target: every append's files are small)."""
+    time.sleep(a.delay)
+    for _ in range(a.rounds):
+        result = m.compact(a.scope, a.stream, target_file_size=1 << 20)
+        print(f"COMPACTED {result.version} {result.runs} {result.files_removed}", flush=True)
+        time.sleep(a.pause)
+
+
 def run_crash(m: ps.StreamManager, a) -> None:
     os.environ["PRAVEGA_SPARK_FAILPOINT"] = a.failpoint
     if a.op == "scale":
@@ -151,7 +161,7 @@ def run_crash(m: ps.StreamManager, a) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("command", choices=["append", "scale", "truncate", "crash", "txn-commit", "txn-timeout",
-                                       "idempotent-append", "large-stage"])
+                                       "idempotent-append", "large-stage", "compact"])
     p.add_argument("--root", required=True)
     p.add_argument("--scope", default="iot")
     p.add_argument("--stream", default="sensors")
@@ -175,7 +185,8 @@ def main(argv=None) -> int:
     m = ps.StreamManager(ps.spark_session(**CONF), a.root)
     {"append": run_append, "scale": run_scale, "truncate": run_truncate, "crash": run_crash,
      "txn-commit": run_txn_commit, "txn-timeout": run_txn_timeout,
-     "idempotent-append": run_idempotent_append, "large-stage": run_large_stage}[a.command](m, a)
+     "idempotent-append": run_idempotent_append, "large-stage": run_large_stage,
+     "compact": run_compact}[a.command](m, a)
     return 0
 
 

@@ -1,0 +1,62 @@
+"""Compaction job: merge each segment's runs of small consecutive files (offsets unchanged).
+
+    python jobs/compact.py --root DIR [--scope S [--stream T]] [--target-file-size BYTES] [--vacuum-hours H]
+    spark-submit ... jobs/compact.py --root s3a://lake/pravega
+
+Every append adds a file per segment it writes to, and per-file base offsets stop Delta's
+``OPTIMIZE`` from merging them: run this periodically (e.g. hourly) instead. Each stream is one
+``dataChange=false`` commit, safe to run while writers, truncations and readers go on. It prints
+one line per stream (commit version, runs, files removed and added, bytes rewritten).
+``--vacuum-hours`` then VACUUMs with that retention, which is what frees the replaced files'
+bytes (readers of older versions need them until then).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pravega_spark as ps
+from jobs._common import setup_logging
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", required=True, help="store root (any Hadoop path)")
+    parser.add_argument("--scope", default=None, help="only this scope")
+    parser.add_argument("--stream", default=None, help="only this stream (needs --scope)")
+    parser.add_argument("--target-file-size", type=int, default=None, help="bytes per rewritten file (128 MiB)")
+    parser.add_argument("--vacuum-hours", type=float, default=None, help="VACUUM afterwards with this retention")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    if args.stream and not args.scope:
+        parser.error("--stream needs --scope")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    setup_logging(args.verbose)
+    manager = ps.StreamManager(ps.spark_session(), args.root)
+    if args.stream:
+        names = [(args.scope, args.stream)]
+    else:
+        scopes = [args.scope] if args.scope else sorted(r.scope for r in manager.list_scopes().collect())
+        names = [(s, r.stream) for s in scopes for r in manager.list_streams(s).orderBy("stream").collect()]
+    for scope, stream in names:
+        result = manager.compact(scope, stream, target_file_size=args.target_file_size)
+        print(f"COMPACTED {scope}/{stream}: version {result.version}, {result.runs} runs, "
+              f"{result.files_removed} files -> {result.files_added}, {result.bytes_rewritten} bytes rewritten")
+        if args.vacuum_hours is not None:
+            manager.vacuum(scope, stream, retention=timedelta(hours=args.vacuum_hours))
+    print(f"compact: {len(names)} streams")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -203,7 +203,9 @@ def test_every_commit_that_adds_events_is_a_pure_append(rich):
     import json
 
     commits = 0
-    for path in sorted(glob.glob(f"{rich.root}/iot/sensors/events/_delta_log/*.json")):
+    logs = sorted(glob.glob(f"{rich.root.removeprefix('file:')}/iot/sensors/events/_delta_log/*.json"))
+    assert logs
+    for path in logs:
         with open(path) as f:
             actions = [json.loads(line) for line in f if line.strip()]
         operation = next(a["commitInfo"]["operation"] for a in actions if "commitInfo" in a)

@@ -313,6 +313,9 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> Non
     DeltaTable.forPath(session, path).vacuum(retention_hours)
 
 
+_WRITE_SLICE = 1 << 20
+
+
 def _arrow_type(spark_type):
     """The pyarrow type Spark reads back as ``spark_type`` (the types of our tables)."""
     import pyarrow as pa
@@ -585,15 +588,17 @@ class Transaction:
                          schema=arrow_schema)
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression="snappy")
-        data = sink.getvalue().to_pybytes()
+        del table, columns
+        data = memoryview(sink.getvalue())  # no copy
         folder = "".join(f"{k}={v}/" for k, v in partition.items()) if folder is None else folder.rstrip("/") + "/"
         relative = f"{folder}part-00000-{uuid.uuid4()}.c000.snappy.parquet"
         jvm = self._jvm
         full = jvm.org.apache.hadoop.fs.Path(jvm.org.apache.hadoop.fs.Path(self.path), relative)
         fs = full.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration())
         out = fs.create(full, False)
-        try:
-            out.write(bytearray(data))
+        try:  # in slices: each crosses to the JVM as a copy (a big chunk would be copied whole)
+            for start in range(0, len(data), _WRITE_SLICE):
+                out.write(bytearray(data[start:start + _WRITE_SLICE]))
         finally:
             out.close()
         stats = {"numRecords": len(rows), "minValues": {}, "maxValues": {}, "nullCount": {}}

@@ -104,7 +104,7 @@ def chunk_row(position: int, chunk: bytes, last: bool, routing_key: str | None, 
     start)."""
     start, end = chunk_framing(0, position, len(chunk))
     return (UNPLACED, UNPLACED, UNPLACED, 0, end - start, RECORD_CHUNK_END if last else RECORD_CHUNK,
-            routing_key, bytes(chunk), writer_id, write_time, -start)
+            routing_key, chunk, writer_id, write_time, -start)
 
 
 def assemble_large_events(events: DataFrame) -> DataFrame:
@@ -231,6 +231,7 @@ class LargeEventWriter(io.RawIOBase):
             key_position(F.lit(routing_key).cast("string"))).first()[0])
         self._buffer = bytearray()
         self._staged: list[int] = []  # position of each staged chunk
+        self._chunks: dict[int, tuple[int, str]] = {}  # position -> (size, its file's add action)
         self._staged_bytes = 0
         self._size = 0
         self._started: datetime | None = None
@@ -366,6 +367,7 @@ class LargeEventWriter(io.RawIOBase):
                                              TRANSIENT_STATS_COLUMNS), (TRANSIENT_PARTITION,))
 
         version = _delta.retrying(attempt, f"stage a chunk of {self!r}")
+        self._chunks[position] = (len(chunk), manifest[6])
         self._staged.append(position)
         self._staged_bytes += len(chunk)
         log.debug("%r staged %d bytes at position %d (transient version %d)", self, len(chunk), position, version)
@@ -388,14 +390,16 @@ class LargeEventWriter(io.RawIOBase):
         tail = tails[target]
         # the fence: an append to or seal of the target segment after our snapshot fails our commit
         txn.track_partitions(EVENTS_PARTITION, [target])
-        manifests = staged_manifests(self._session, self._store.transient_path(w.scope, w.stream), [self.transient_id])
-        if sorted(m["position"] for m in manifests) != self._staged:
-            raise LargeEventFailedError(f"{self!r}: its staged chunks are gone (found {len(manifests)} of "
+        # the manifests are still there (from the log alone; an abort would also have decided)
+        found = staged_positions(self._session, self._store.transient_path(w.scope, w.stream), self.transient_id)
+        if found != self._staged:
+            raise LargeEventFailedError(f"{self!r}: its staged chunks are gone (found {len(found)} of "
                                         f"{len(self._staged)}); it was aborted")
         adds = []
-        for m in manifests:  # metadata only: each chunk file gets its place in the segment
-            start, end = chunk_framing(tail, m["position"], m["size"])
-            adds.append(_delta.placed(_delta.add_from_json(m["file"]),
+        for position in self._staged:  # metadata only: each chunk file gets its place in the segment
+            size, add = self._chunks[position]
+            start, end = chunk_framing(tail, position, size)
+            adds.append(_delta.placed(_delta.add_from_json(add),
                                       {EVENTS_PARTITION: target, "base_offset": start, "end_offset": end}))
         failpoint("large:before_commit")
         version = txn.commit(adds, EVENTS_PARTITIONS, [txn.set_app_version(self._app, _COMMITTED)])
@@ -427,15 +431,12 @@ def decide(manager, scope: str, stream: str, transient_ids: list[str], decision:
     return _delta.retrying(attempt, f"decide large events of {scope}/{stream}")
 
 
-def staged_manifests(session, path: str, transient_ids: list[str]) -> list[dict]:
-    """The manifest rows of these transient ids, in position order (small files read without a
-    Spark job)."""
-    if not _delta.exists(session, path):
-        return []
+def staged_positions(session, path: str, transient_id: str) -> list[int]:
+    """The positions of a transient id's staged chunks, in order, from the transient table's log
+    (each manifest file's statistics; no data read)."""
     txn = _delta.Transaction(session, path)
-    ids = ", ".join(f"'{t}'" for t in transient_ids)
-    rows = txn.rows(txn.files_where(f"{TRANSIENT_PARTITION} IN ({ids})"))
-    return sorted(rows, key=lambda r: (r["transient_id"], r["position"]))
+    files = [f for f in txn.unfenced_files() if _delta.partition_value(f, TRANSIENT_PARTITION) == transient_id]
+    return sorted(int((_delta.file_stats(f).get("minValues") or {})["position"]) for f in files)
 
 
 def remove_transient(session, path: str, events_path: str, transient_ids: list[str],
@@ -484,7 +485,7 @@ def idle_transient_ids(session, path: str, now: datetime, idle_timeout: timedelt
     txn = _delta.Transaction(session, path)
     latest: dict[str, int] = {}
     sizes: dict[str, int] = {}
-    for f in txn.files_where(None):
+    for f in txn.unfenced_files():  # with statistics (sizes)
         tid = f.partitionValues().apply(TRANSIENT_PARTITION)
         latest[tid] = max(latest.get(tid, 0), int(f.modificationTime()))
         sizes[tid] = sizes.get(tid, 0) + int((_delta.file_stats(f).get("maxValues") or {}).get("size", 0))

@@ -365,15 +365,25 @@ class Store:
 
     def may_hold_chunks(self, scope: str, stream: str, segment_ids: Iterable[int], version: int | None = None) -> bool:
         """Whether the segments may hold large-event chunk rows at the events table's latest
-        version (or ``version``): False only if the checksum file lists every file and none of
-        these segments' files has a ``record_type`` as low as a chunk's (no Spark job)."""
+        version (or ``version``): False only if none of these segments' files has a
+        ``record_type`` as low as a chunk's, by their statistics (the checksum file's file list, no
+        Spark job; else one query over the snapshot's file list). Known per version."""
         ids = sorted(set(segment_ids))
         if not ids:
             return False
-        snap = _delta.snapshot(self.spark, self.events_path(scope, stream), version)
+        path = self.events_path(scope, stream)
+        snap = _delta.snapshot(self.spark, path, version)
+        state = (int(snap.version()), str(snap.metadata().id()))
+        hit = self._cache.get((path, ("chunks", tuple(ids))))
+        if hit is not None and hit[0] == state:
+            return hit[1]
         files = _delta.crc_files(snap)
         summary = _delta.summarize(files, EVENTS_PARTITION, ids, "end_offset", "record_type") if files is not None else None
-        return summary is None or any(m.low is None or m.low <= max(CHUNK_TYPES) for m in summary.values())
+        if summary is None:  # a table the checksum file does not list: one query over its file list
+            summary = _delta.summarize_snapshot(self.spark, snap, EVENTS_PARTITION, ids, "end_offset", "record_type")
+        found = any(m.low is None or m.low <= max(CHUNK_TYPES) for m in summary.values())
+        self._cache[(path, ("chunks", tuple(ids)))] = (state, found)
+        return found
 
     def segment_tails_in(self, txn: _delta.Transaction, scope: str, stream: str,
                          segment_ids: Sequence[int]) -> dict[int, SegmentTail]:

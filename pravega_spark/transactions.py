@@ -254,7 +254,11 @@ class Transaction:
         inner = self._writer._events
         txn = self._writer._transaction()
         self._require_open(txn)
-        segments, _ = inner._open_segments(txn)
+        try:
+            segments, _ = inner._open_segments(txn)
+        except _delta.Retry:
+            inner._manager._active_stream(self._writer.scope, self._writer.stream)  # finishes a pending scale
+            raise
         files = files_of(txn, segments)
         if not files:
             return 0

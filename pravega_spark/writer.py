@@ -491,16 +491,6 @@ def check_write_number(write_number: int | None) -> int | None:
     return write_number
 
 
-def events_table_rows(df: DataFrame) -> DataFrame:
-    """``df`` with exactly the events table's columns, in order: a column of another type is
-    cast, a missing nullable one (``event_offset``) is null."""
-    return df.select(*[
-        F.lit(None).cast(f.dataType).alias(f.name) if f.name not in df.columns
-        else F.col(f.name) if df.schema[f.name].dataType == f.dataType
-        else F.col(f.name).cast(f.dataType).alias(f.name)
-        for f in EVENTS_SCHEMA.fields])
-
-
 # At most this many events held in this process's memory (a local relation, or an RDD of local data:
 # ``createDataFrame`` of a list, a pandas or an Arrow table) are routed and framed here and written
 # without a Spark job; anything else is written by one Spark job (``_write_with_spark``).

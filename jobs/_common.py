@@ -29,3 +29,11 @@ def parse_now(text: str | None) -> datetime | None:
         return None
     value = datetime.fromisoformat(text.replace("Z", "+00:00"))
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def stream_names(manager, scope: str | None, stream: str | None) -> list[tuple[str, str]]:
+    """``--scope``/``--stream``: that stream, a scope's streams, or every stream of the store."""
+    if stream is not None:
+        return [(scope, stream)]
+    scopes = [scope] if scope else sorted(r.scope for r in manager.list_scopes().collect())
+    return [(s, r.stream) for s in scopes for r in manager.list_streams(s).orderBy("stream").collect()]

@@ -22,7 +22,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pravega_spark as ps
-from jobs._common import setup_logging
+from jobs._common import setup_logging, stream_names
 
 
 def parse_args(argv):
@@ -43,11 +43,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     setup_logging(args.verbose)
     manager = ps.StreamManager(ps.spark_session(), args.root)
-    if args.stream:
-        names = [(args.scope, args.stream)]
-    else:
-        scopes = [args.scope] if args.scope else sorted(r.scope for r in manager.list_scopes().collect())
-        names = [(s, r.stream) for s in scopes for r in manager.list_streams(s).orderBy("stream").collect()]
+    names = stream_names(manager, args.scope, args.stream)
     for scope, stream in names:
         result = manager.compact(scope, stream, target_file_size=args.target_file_size)
         print(f"COMPACTED {scope}/{stream}: version {result.version}, {result.runs} runs, "

@@ -22,7 +22,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pravega_spark as ps
-from jobs._common import setup_logging
+from jobs._common import setup_logging, stream_names
 
 
 def parse_args(argv):
@@ -36,13 +36,6 @@ def parse_args(argv):
     if args.stream and not args.scope:
         parser.error("--stream needs --scope")
     return args
-
-
-def stream_names(manager: ps.StreamManager, scope: str | None, stream: str | None) -> list[tuple[str, str]]:
-    if stream is not None:
-        return [(scope, stream)]
-    scopes = [scope] if scope else sorted(r.scope for r in manager.list_scopes().collect())
-    return [(s, r.stream) for s in scopes for r in manager.list_streams(s).orderBy("stream").collect()]
 
 
 def main(argv=None) -> int:

@@ -338,19 +338,17 @@ class Store:
         table_id = _delta.latest(self.spark, self.events_path(scope, stream))[1]
         return self._boundaries.setdefault(table_id, set())
 
-    def segment_tails(self, scope: str, stream: str, segment_ids: Iterable[int],
-                      version: int | None = None) -> dict[int, SegmentTail]:
-        """Length of each segment (0 if empty) and whether it is sealed, at the events table's
-        latest version (or ``version``). Known per version: asking again before the table changes
-        costs a look at its log. From file statistics in the checksum file when it lists the
-        files (no Spark job), else one aggregate over the data."""
-        ids = sorted(set(segment_ids))
-        if not ids:
-            return {}
+    def segment_summary(self, scope: str, stream: str, segment_ids: Iterable[int],
+                        version: int | None = None) -> dict[int, _delta.PartitionSummary]:
+        """Per segment with files: its largest ``end_offset`` and its rows' ``record_type`` range,
+        at the events table's latest version (or ``version``), from the log: the checksum file's
+        file list (no Spark job), else one query over the snapshot's file list. Known per
+        version: asking again before the table changes costs a look at its log."""
+        ids = sorted({int(s) for s in segment_ids})
         path = self.events_path(scope, stream)
         snap = _delta.snapshot(self.spark, path, version)
         state = (int(snap.version()), str(snap.metadata().id()))
-        hit = self._cache.get((path, ("tails", tuple(ids))))
+        hit = self._cache.get((path, ("summary", tuple(ids))))
         if hit is not None and hit[0] == state:
             return hit[1]
         files = _delta.crc_files(snap)
@@ -358,32 +356,26 @@ class Store:
                    if files is not None else None)
         if summary is None:
             summary = _delta.summarize_snapshot(self.spark, snap, EVENTS_PARTITION, ids, "end_offset", "record_type")
-        found = {sid: segment_tail(s) for sid, s in summary.items()}
-        tails = {sid: found.get(sid, SegmentTail(0, False)) for sid in ids}
-        self._cache[(path, ("tails", tuple(ids)))] = (state, tails)
-        return tails
+        self._cache[(path, ("summary", tuple(ids)))] = (state, summary)
+        return summary
+
+    def segment_tails(self, scope: str, stream: str, segment_ids: Iterable[int],
+                      version: int | None = None) -> dict[int, SegmentTail]:
+        """Length of each segment (0 if empty) and whether it is sealed, at the events table's
+        latest version (or ``version``): ``segment_summary``."""
+        ids = sorted(set(segment_ids))
+        summary = self.segment_summary(scope, stream, ids, version) if ids else {}
+        return {sid: segment_tail(summary[sid]) if sid in summary else SegmentTail(0, False) for sid in ids}
 
     def may_hold_chunks(self, scope: str, stream: str, segment_ids: Iterable[int], version: int | None = None) -> bool:
         """Whether the segments may hold large-event chunk rows at the events table's latest
         version (or ``version``): False only if none of these segments' files has a
-        ``record_type`` as low as a chunk's, by their statistics (the checksum file's file list, no
-        Spark job; else one query over the snapshot's file list). Known per version."""
+        ``record_type`` as low as a chunk's, by their statistics (``segment_summary``)."""
         ids = sorted(set(segment_ids))
         if not ids:
             return False
-        path = self.events_path(scope, stream)
-        snap = _delta.snapshot(self.spark, path, version)
-        state = (int(snap.version()), str(snap.metadata().id()))
-        hit = self._cache.get((path, ("chunks", tuple(ids))))
-        if hit is not None and hit[0] == state:
-            return hit[1]
-        files = _delta.crc_files(snap)
-        summary = _delta.summarize(files, EVENTS_PARTITION, ids, "end_offset", "record_type") if files is not None else None
-        if summary is None:  # a table the checksum file does not list: one query over its file list
-            summary = _delta.summarize_snapshot(self.spark, snap, EVENTS_PARTITION, ids, "end_offset", "record_type")
-        found = any(m.low is None or m.low <= max(CHUNK_TYPES) for m in summary.values())
-        self._cache[(path, ("chunks", tuple(ids)))] = (state, found)
-        return found
+        summary = self.segment_summary(scope, stream, ids, version)
+        return any(m.low is None or m.low <= max(CHUNK_TYPES) for m in summary.values())
 
     def segment_tails_in(self, txn: _delta.Transaction, scope: str, stream: str,
                          segment_ids: Sequence[int]) -> dict[int, SegmentTail]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
+from jobs import compact as compact_job
 from jobs import demo_pipeline
 from jobs import validate as validate_job
 
@@ -27,6 +28,15 @@ def test_demo_pipeline_main_with_default_arguments_then_the_validation_job(spark
     assert "OK demo/telemetry: 19 expectations" in out and "validate: 1 streams, 0 with violations" in out
     assert (tmp_path / "docs" / "demo" / "telemetry" / "index.html").is_file()
 
+    # the compaction job merges the demo's small files; every offset stays where it was
+    before = sorted((r.segment_id, r.offset) for r in demo_pipeline_rows(spark))
+    assert compact_job.main(["--root", "store/demo"]) == 0
+    out = capsys.readouterr().out
+    assert "COMPACTED demo/telemetry: version " in out and "compact: 1 streams" in out
+    assert sorted((r.segment_id, r.offset) for r in demo_pipeline_rows(spark)) == before
+    assert validate_job.main(["--root", "store/demo"]) == 0
+    capsys.readouterr()
+
     # a row written twice behind the library's back: the job reports it and fails
     row = spark.read.format("delta").load(str(events)).where(F.col("record_type") == 0).limit(1)
     row.write.format("delta").mode("append").save(str(events))
@@ -35,3 +45,9 @@ def test_demo_pipeline_main_with_default_arguments_then_the_validation_job(spark
     assert "FAILED demo/telemetry" in out and "  offsets_unique: 1 of " in out
     assert validate_job.main(["--root", "store/demo", "--scope", "demo", "--stream", "nope"]) == 2
 
+
+
+def demo_pipeline_rows(spark):
+    import pravega_spark as ps
+
+    return ps.StreamManager(spark, "store/demo").read_events("demo", "telemetry").select("segment_id", "offset").collect()

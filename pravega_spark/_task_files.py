@@ -139,6 +139,9 @@ class _SegmentFile:
         })
 
 
+NULL_EVENT, TOO_LARGE = "NullEvent", "EventTooLarge"
+
+
 def frame_batch(batch, extents: dict[int, int]):
     """Per segment of an Arrow batch ``(segment_id, routing_key, event)``: the segment id, the row
     mask, and the rows' relative offsets and ends (numpy), continuing ``extents`` (updated).
@@ -151,11 +154,13 @@ def frame_batch(batch, extents: dict[int, int]):
     import pyarrow.compute as pc
 
     events = batch.column("event")
+    # (the markers are not literals here: a task's traceback quotes the raising line before the
+    # message, and the writer maps the first marker it finds)
     if events.null_count:
-        raise ValueError("NullEvent: an event payload is null")
+        raise ValueError(f"{NULL_EVENT}: an event payload is null")
     lengths = pc.binary_length(events).to_numpy(zero_copy_only=False).astype(np.int64)
     if len(lengths) and lengths.max() > MAX_EVENT_SIZE:
-        raise ValueError(f"EventTooLarge: an event of {int(lengths.max())} bytes exceeds the "
+        raise ValueError(f"{TOO_LARGE}: an event of {int(lengths.max())} bytes exceeds the "
                          f"{MAX_EVENT_SIZE}-byte limit")
     sizes = lengths + HEADER_SIZE
     segments = batch.column("segment_id").to_numpy(zero_copy_only=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pyspark.sql import functions as F
 
@@ -95,9 +97,11 @@ def test_event_too_large_writes_nothing(manager, spark, root, stream2):
         writer.write_event(b"x" * (ps.MAX_EVENT_SIZE + 1), routing_key="k")
     big = spark.range(3).select(F.lit("k").alias("routing_key"),
                                 F.expr(f"CASE WHEN id = 2 THEN repeat('x', {ps.MAX_EVENT_SIZE + 1}) ELSE 'ok' END").alias("event"))
-    with pytest.raises(ps.EventTooLargeError, match="8388609"):
+    files = sorted(Path(root).rglob("*.parquet"))
+    with pytest.raises(ps.EventTooLargeError, match="an event of 8388609 bytes exceeds the 8388608-byte limit"):
         writer.write_events(big)
     assert table_versions(spark, root) == before
+    assert sorted(Path(root).rglob("*.parquet")) == files  # the failed task removed what it wrote
     assert writer.write_event(b"x" * ps.MAX_EVENT_SIZE, routing_key="k").event_count == 1
 
 
@@ -143,9 +147,10 @@ def test_place_files_lays_out_task_extents_in_rank_order_after_the_tails():
 
 def test_small_and_parallel_write_paths_lay_out_the_same_offsets(manager, spark, stream2, monkeypatch):
     """A few in-memory events are routed and framed in this process; more are written by one
-    Spark task (a small input of known size) or by one task per segment after a shuffle. All
-    three give every segment the same contiguous layout, in ``order_by`` order (nulls first),
-    then the DataFrame's own order."""
+    Spark task (a small input of known size) or by several tasks (a global sort), each writing
+    its files itself (pyarrow) or through Delta's writer after the offsets' UDF (stores that
+    Python tasks cannot open). All give every segment the same contiguous layout, in
+    ``order_by`` order (nulls first), then the DataFrame's own order."""
     from pravega_spark import writer as writer_mod
 
     scope, stream = stream2
@@ -156,15 +161,17 @@ def test_small_and_parallel_write_paths_lay_out_the_same_offsets(manager, spark,
                                          "n": [None if i % 7 == 0 else (i * 37) % 11 for i in range(120)]}))
     assert writer_mod._is_small(df)
     layouts = []
-    for rows, size in ((writer_mod.SMALL_WRITE_ROWS, writer_mod.SMALL_WRITE_BYTES),
-                       (0, writer_mod.SMALL_WRITE_BYTES), (0, -1)):  # in process; one task; shuffled
+    for rows, size, task_files in ((writer_mod.SMALL_WRITE_ROWS, writer_mod.SMALL_WRITE_BYTES, True),
+                                   (0, writer_mod.SMALL_WRITE_BYTES, True), (0, -1, True),  # in process; one task; sorted
+                                   (0, writer_mod.SMALL_WRITE_BYTES, False), (0, -1, False)):  # Delta's writer
         monkeypatch.setattr(writer_mod, "SMALL_WRITE_ROWS", rows)
         monkeypatch.setattr(writer_mod, "SMALL_WRITE_BYTES", size)
-        w = manager.create_event_writer(scope, stream, writer_id=f"w{rows}{size}")
+        w = manager.create_event_writer(scope, stream, writer_id=f"w{rows}{size}{task_files}")
+        w._task_files = task_files
         before = w.write_event(b"-", routing_key="sep").tail_stream_cut.positions
         result = w.write_events(df, routing_key="k", event="e", order_by="n")
         assert result.event_count == 120
         got = (manager.read_events(scope, stream, start=ps.StreamCut(f"{scope}/{stream}", before))
                .orderBy("segment_id", "offset").collect())
         layouts.append([(r.segment_id, r.offset - before[r.segment_id], r.routing_key, r.event) for r in got])
-    assert layouts[0] == layouts[1] == layouts[2] and len(layouts[0]) == 120
+    assert all(layout == layouts[0] for layout in layouts) and len(layouts[0]) == 120

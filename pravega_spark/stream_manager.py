@@ -924,9 +924,16 @@ class StreamManager:
     # ---- internals ---------------------------------------------------------------------------
     def _staged_age_hours(self, scope: str, stream: str) -> float | None:
         """Hours since the oldest staged data of the stream was written (transaction manifests,
-        large-event manifests: each is committed right after its data files), or None."""
-        times = [int(f.modificationTime()) for f in _delta.Transaction(
-            self.spark, self._store.events_path(scope, stream)).files_where(f"{EVENTS_PARTITION} < 0")]
+        large-event manifests: each is committed right after its data files; an open
+        transaction's writes that its handle has not flushed yet: no later than its begin, at
+        most ``MAX_EXECUTION_TIME`` before its max execution expiry), or None."""
+        from .transactions import MAX_EXECUTION_TIME, transaction_states
+
+        events = _delta.Transaction(self.spark, self._store.events_path(scope, stream))
+        times = [int(f.modificationTime()) for f in events.files_where(f"{EVENTS_PARTITION} < 0")]
+        now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
+        times += [int(s["max_execution_expiry"].timestamp() * 1000) - int(MAX_EXECUTION_TIME.total_seconds() * 1000)
+                  for s in transaction_states(events, now_ms) if s["status"] == "OPEN"]
         transient = self._store.transient_path(scope, stream)
         if _delta.is_table(self.spark, transient):
             times += [int(f.modificationTime()) for f in _delta.Transaction(self.spark, transient).files_where(None)]

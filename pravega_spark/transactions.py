@@ -5,20 +5,22 @@ commit and every decision is fenced by Delta itself:
 
 - **Staged events** are data files written once, by the same one-pass write as an append (routed
   to the current epoch's segments, offsets relative to each write task's extent), but not added
-  to the table. Each staging write commits a *manifest* instead: one row per staged file (its add
-  action as JSON, ``record_type = STAGED``) in a partition of the transaction's own (its *staging
-  partition*, a negative ``segment_id`` derived from the transaction id: Pravega's transaction
-  segment). Readers read only real segments, so nothing staged is visible.
+  to the table. As in Pravega, a handle buffers its writes until ``flush()`` or ``commit()``:
+  ``flush()`` commits a *manifest* of them: one row per staged file (its add action as JSON,
+  ``record_type = STAGED``) in a partition of the transaction's own (its *staging partition*, a
+  negative ``segment_id`` derived from the transaction id: Pravega's transaction segment), which
+  every handle's commit includes. Readers read only real segments, so nothing staged is visible.
 - **The state** is an application version in the events table's log (Delta's ``SetTransaction``,
   app id ``pravega-txn/<txn_id>``): ``lease_expiry_ms << 2 | state``. Every step reads it, so two
   concurrent commits that both change it (commit vs abort, commit vs timeout, ping vs commit) can
   never both succeed: Delta fails the second with ``ConcurrentTransactionException`` and the
   retry sees the first's outcome.
 - **Commit** is one commit of the events table that rewrites nothing (Pravega's metadata-only
-  merge of a transaction segment): the staged files' add actions with their base offsets fixed
-  after each segment's tail (in staging order), and the COMMITTED state: a pure append. Only files
-  routed to a segment that a scale sealed since are read and written again (to its successors).
-  A second commit then removes the manifests (``dataChange=false``). **Abort** is one commit: the
+  merge of a transaction segment): the add actions of the flushed files and of the handle's
+  buffered ones, with their base offsets fixed after each segment's tail (in staging order), and
+  the COMMITTED state: a pure append. Only files routed to a segment that a scale sealed since
+  are read and written again (to its successors). If there were manifests, a second commit
+  removes them (``dataChange=false``). **Abort** is one commit: the
   manifests' removal and the ABORTED state; the staged files are then deleted. A decision cannot
   be half-applied, so there is nothing to recover after a crash: a retry sees the outcome
   (COMMITTING and ABORTING are never stored); left-over manifests of a decided transaction are
@@ -73,6 +75,9 @@ MAX_EXECUTION_TIME = timedelta(days=1)
 MAX_EXECUTION_FACTOR = 1000
 
 _OPEN, _COMMITTED, _ABORTED = 0, 1, 2
+# Ranks (``routing.place_files``) of the commit's files: flushed files rank by their staging
+# version (below 2**40); a handle's buffered files come after them, files routed again last.
+UNFLUSHED_RANK = 1 << 61
 _RANDOM_BITS = 80  # below the max execution expiry: the begin version and a nonce
 _VERSION_BITS = 40
 _NONCE_BITS = 40
@@ -200,6 +205,8 @@ class Transaction:
         self._app = TXN_APP_PREFIX + str(txn_id)
         self._partition = staging_partition(txn_id)
         self._closed: TxnStatus | None = None  # set once this handle saw the txn decided
+        self._unflushed: list[PendingFile] = []  # written by this handle, not yet recorded
+        self._writes = 0  # this handle's writes so far: orders its buffered files
 
     def __repr__(self) -> str:
         return f"Transaction({self._writer.scoped_name}, txn_id={self.txn_id!r})"
@@ -222,18 +229,24 @@ class Transaction:
 
     def write_events(self, df: DataFrame, routing_key: str = "routing_key", event: str = "event",
                      order_by: str | list[str] | None = None) -> int:
-        """Stage every row of ``df`` as an event of this transaction (one Delta commit).
+        """Write every row of ``df`` as an event of this transaction (invisible until committed).
 
-        Per routing key, the transaction's events are committed in the order they were written
-        (this call's rows in ``order_by`` order, else the DataFrame's own order). Concurrent
-        writes to one transaction have no order among themselves.
+        As in Pravega, the events are buffered by this handle until ``flush()`` or ``commit()``:
+        the data files are written now (one Spark job, routed to the current segments), and
+        recorded in the stream by the next ``flush()`` (then other handles of the transaction,
+        in any process, see them) or by this handle's ``commit()``, which adds them without a
+        commit of their own. Events of a handle that is never flushed nor committed are lost
+        with it, and the transaction times out. Per routing key, the transaction's events are
+        committed in the order they were written (this call's rows in ``order_by`` order, else
+        the DataFrame's own order); events written through different handles have no order
+        among themselves.
 
         Returns:
-            The number of events staged.
+            The number of events written.
 
         Raises:
             TxnFailedError: the transaction is committed, aborted or its lease expired.
-            EventTooLargeError: an event exceeds 8 MiB (nothing is staged).
+            EventTooLargeError: an event exceeds 8 MiB (nothing is written).
         """
         self._check_handle_open()
         inner = self._writer._events
@@ -243,33 +256,50 @@ class Transaction:
         if small is None and names:
             events = events.orderBy(*[F.col(c) for c in names], F.col("__seq"))
         files_of = inner._files_of(events if small is None else small)
-        return _delta.retrying(lambda: self._stage(files_of), f"write to {self!r}", inner._retry)
+
+        def attempt() -> list[PendingFile]:
+            txn = self._writer._transaction()
+            self._require_open(txn)
+            try:
+                segments, _ = inner._open_segments(txn)
+            except _delta.Retry:
+                inner._manager._active_stream(self._writer.scope, self._writer.stream)  # finishes a pending scale
+                raise
+            return files_of(txn, segments)
+
+        files = _delta.retrying(attempt, f"write to {self!r}", inner._retry)
+        self._writes += 1
+        self._unflushed += [PendingFile(f.segment_id, (UNFLUSHED_RANK, self._writes, *f.rank[1:]), f.low, f.high,
+                                        f.num_records, f.action) for f in files]
+        count = sum(f.num_records for f in files)
+        log.info("%r wrote %d events in %d files (buffered until flush or commit)", self, count, len(files))
+        return count
 
     def flush(self) -> None:
-        """Writes are durable when ``write_events`` returns: nothing to flush (Pravega parity)."""
-        self._check_handle_open()
+        """Record this handle's buffered events in the stream (one Delta commit of their
+        manifest), so that a commit through any handle, in any process, includes them
+        (Pravega's ``Transaction.flush``). A no-op when nothing is buffered.
 
-    def _stage(self, files_of) -> int:
-        """Write the events' files (once: a retry reuses them) and commit their manifest."""
-        inner = self._writer._events
+        Raises:
+            TxnFailedError: the transaction is committed, aborted or its lease expired.
+        """
+        self._check_handle_open()
+        if self._unflushed:
+            _delta.retrying(self._stage, f"flush {self!r}", self._writer._events._retry)
+            self._unflushed = []
+
+    def _stage(self) -> int:
+        """Commit the manifest of the buffered files: one row per file, in this handle's order."""
         txn = self._writer._transaction()
         self._require_open(txn)
-        try:
-            segments, _ = inner._open_segments(txn)
-        except _delta.Retry:
-            inner._manager._active_stream(self._writer.scope, self._writer.stream)  # finishes a pending scale
-            raise
-        files = files_of(txn, segments)
-        if not files:
-            return 0
         now = datetime.now(timezone.utc)
-        manifest = [(self._partition, txn.read_version, txn.read_version, rank, 0, RECORD_STAGED, None,
+        manifest = [(self._partition, txn.read_version, txn.read_version, rank, f.rank[1], RECORD_STAGED, None,
                      _delta.add_json(f.action).encode(), self._writer.writer_id, now, None)
-                    for rank, f in enumerate(files)]
+                    for rank, f in enumerate(self._unflushed)]
         version = txn.commit(txn.write_rows(manifest, EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS),
                              EVENTS_PARTITIONS)
-        count = sum(f.num_records for f in files)
-        log.info("%r staged %d events in %d files at version %d", self, count, len(files), version)
+        count = sum(f.num_records for f in self._unflushed)
+        log.info("%r flushed %d events in %d files at version %d", self, count, len(self._unflushed), version)
         return count
 
     # ---- state -------------------------------------------------------------------------------
@@ -303,8 +333,11 @@ class Transaction:
         return _delta.retrying(attempt, f"ping {self!r}")
 
     def commit(self, timestamp: datetime | None = None) -> WriteResult:
-        """Make every staged event visible, atomically: one Delta commit appends them at the
-        current segments' tails (contiguously per segment) and removes the staged rows.
+        """Make every event of the transaction visible, atomically: one Delta commit adds the
+        files written by this handle (buffered or flushed) and by flushed writes of other
+        handles, at the current segments' tails (contiguously per segment). It writes no data,
+        unless a scale sealed a segment some files were routed to (those are routed again).
+        Flushed writes' manifests are then removed in a commit of their own.
 
         A second commit of a committed transaction is a no-op (``event_count == 0``).
         ``timestamp`` (optional) is noted as the writer's time at the commit's position, for
@@ -312,7 +345,8 @@ class Transaction:
 
         Raises:
             TxnFailedError: the transaction was aborted, its lease expired (it is aborted now),
-                or the stream is sealed.
+                the stream is sealed, or another handle committed it without this handle's
+                buffered events.
         """
         if self._closed is TxnStatus.COMMITTED:
             # a process stopped between the commit and its clean-up leaves the manifests
@@ -326,6 +360,10 @@ class Transaction:
         def guard(txn: _delta.Transaction):
             status, _ = self._status(txn)
             if status is TxnStatus.COMMITTED:
+                if self._unflushed:
+                    raise TxnFailedError(f"{self!r} was committed by another handle without the "
+                                         f"{sum(f.num_records for f in self._unflushed)} events this handle "
+                                         "did not flush")
                 return None
             if status is TxnStatus.ABORTED:
                 raise _LeaseExpired() if self._expired_open(txn) else TxnFailedError(
@@ -341,8 +379,9 @@ class Transaction:
             raise TxnFailedError(f"{self!r}: its lease expired, it was aborted; it cannot be committed") from None
         except StreamSealedError as exc:
             raise TxnFailedError(f"{self!r} cannot be committed: {exc}") from None
-        # the manifests' clean-up: a commit of its own, so that the commit above is a pure append
-        remove_manifests(self._writer._transaction, [self._partition])
+        self._unflushed = []
+        if manifests:  # their clean-up: a commit of its own, so that the commit above is a pure append
+            remove_manifests(self._writer._transaction, [self._partition])
         self._closed = TxnStatus.COMMITTED
         log.info("%r committed: %d events, %d bytes at version %s", self, result.event_count,
                  result.byte_count, result.version)
@@ -352,13 +391,14 @@ class Transaction:
 
     def _staged_files_of(self, manifests: list):
         """``files_of(txn, segments)`` for ``EventStreamWriter._attempt``: the staged files listed
-        by ``manifests`` (filled by the commit's guard), in staging order. Files routed to a
+        by ``manifests`` (filled by the commit's guard), in staging order, then this handle's
+        buffered files in the order it wrote them. Files routed to a
         segment that is no longer open (a scale sealed it) are read and written again, routed to
         the current segments, once per commit call."""
         rewritten: dict = {}
 
         def files_of(txn: _delta.Transaction, segments) -> list[PendingFile]:
-            staged = staged_pending_files(txn, manifests)
+            staged = staged_pending_files(txn, manifests) + self._unflushed
             open_ids = {seg.segment_id for seg in segments}
             kept = [f for f in staged if f.segment_id in open_ids]
             moved = [f for f in staged if f.segment_id not in open_ids]
@@ -393,7 +433,7 @@ class Transaction:
             if status is TxnStatus.ABORTED and not self._expired_open(txn):
                 return False
             files = self._staged_files(txn)
-            aborted[:] = staged_data_paths(txn, files)
+            aborted[:] = staged_data_paths(txn, files) + [str(f.action.path()) for f in self._unflushed]
             txn.commit(None, (), manifest_removals(files) + [txn.set_app_version(self._app, encode_state(_ABORTED, _now_ms()))])
             return True
 
@@ -402,6 +442,7 @@ class Transaction:
             deleted = _delta.delete_files(self._writer._events._session, self._writer._events._store.events_path(
                 self._writer.scope, self._writer.stream), aborted)
             log.info("%r aborted (%d staged files deleted)", self, deleted)
+        self._unflushed = []
         self._closed = TxnStatus.ABORTED
 
     def _staged_files(self, txn: _delta.Transaction) -> list:
@@ -547,7 +588,8 @@ def staged_pending_files(txn: _delta.Transaction, manifests: list) -> list[Pendi
             if row["record_type"] != RECORD_STAGED:
                 continue
             staged = pending_file(_delta.AddedFile.of(_delta.add_from_json(bytes(row["event"]).decode())))
-            rank = (int(row["base_offset"]), str(manifest.path()), *staged.rank[1:])
+            # (the staging version, the manifest, the handle's write, the write task)
+            rank = (int(row["base_offset"]), str(manifest.path()), int(row["rel_next_offset"]), *staged.rank[1:])
             out.append(PendingFile(staged.segment_id, rank, staged.low, staged.high, staged.num_records, staged.action))
     return out
 

@@ -23,8 +23,8 @@ from pyspark.sql.types import BinaryType, StringType
 from . import _delta
 from ._delta import SESSION_CONF
 from ._failpoints import failpoint
-from .errors import EventTooLargeError, InvalidConfigError, PravegaSparkError
 from ._task_files import TASK_OUTPUT_DDL, local_table_dir, write_task_files, write_time_of
+from .errors import EventTooLargeError, InvalidConfigError, PravegaSparkError
 from .routing import (
     PendingFile,
     key_position,

@@ -10,6 +10,7 @@ import time
 import uuid
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -87,20 +88,25 @@ def test_commit_is_atomic_contiguous_and_ordered_like_pravega(spark, root, manag
     txn = manager.create_transactional_writer("iot", "sensors", writer_id="tx").begin_txn(LEASE)
     assert txn.check_status() is ps.TxnStatus.OPEN
     assert txn.write_events(_rows(spark, "tx", 0, 30)) == 30
-    txn.write_event("tx:0001:000000", routing_key="key-1")  # a second write comes after the first
+    assert _staged_files(spark, root) == {}  # buffered by the handle, as in Pravega
+    txn.flush()  # recorded: a commit through any handle includes them
     staged = _staged_files(spark, root)
-    assert sum(staged.values()) == 31
+    assert sum(staged.values()) == 30
+    txn.write_event("tx:0001:000000", routing_key="key-1")  # a second write (buffered) comes after the first
+    written = {str(p.relative_to(f"{root}/iot/sensors/events")) for p in Path(f"{root}/iot/sensors/events").rglob("*.parquet")}
     plain.write_events(_rows(spark, "plain", 1, 8))  # before the commit: before the txn's events
     assert not any(p.startswith("tx:") for p in _visible(manager))  # staged events are invisible
     result = txn.commit()
     assert result.event_count == 31 and result.version is not None
-    # metadata-only: the commit adds exactly the files staged before (no file written), removes
-    # nothing, and records the decision; the manifests go in a commit of their own
+    # metadata-only: the commit adds the files flushed before and the one buffered file, all
+    # written before it (no file written), removes nothing, and records the decision; the
+    # manifests go in a commit of their own
     actions = _commit_actions(root, result.version)
-    assert sorted(a["add"]["path"] for a in actions if "add" in a) == sorted(staged)
+    added = {a["add"]["path"] for a in actions if "add" in a}
+    assert set(staged) < added <= written and len(added) == len(staged) + 1
     assert not any("remove" in a for a in actions) and any("txn" in a for a in actions)
     cleanup = _commit_actions(root, result.version + 1)
-    assert [a["remove"]["dataChange"] for a in cleanup if "remove" in a] == [False, False]
+    assert [a["remove"]["dataChange"] for a in cleanup if "remove" in a] == [False]  # the one flush's manifest
     assert not any("add" in a for a in cleanup)
     plain.write_events(_rows(spark, "plain", 2, 8))  # after the commit
 
@@ -140,6 +146,7 @@ def test_abort_timeout_job_and_errors_leave_nothing_visible(spark, root, manager
     aborted, expiring, open_ = (writer.begin_txn(lease) for lease in (LEASE, timedelta(seconds=10), timedelta(seconds=600)))
     for i, txn in enumerate((aborted, expiring, open_)):
         txn.write_events(_rows(spark, f"t{i}", 0, 12))
+        txn.flush()  # manifests that the abort and the timeout job must remove
     aborted.abort()
     assert aborted.check_status() is ps.TxnStatus.ABORTED
     aborted.abort()  # again: a no-op
@@ -179,6 +186,7 @@ def test_abort_timeout_job_and_errors_leave_nothing_visible(spark, root, manager
 def test_expired_lease_reports_aborted_before_the_timeout_job_runs(spark, root, manager, stream2):
     txn = manager.create_transactional_writer("iot", "sensors", writer_id="tx").begin_txn(timedelta(seconds=10))
     txn.write_events(_rows(spark, "tx", 0, 5))
+    txn.flush()
     time.sleep(max(0.0, 10.5 - (time.time() - txn_begin_time(manager, txn))))
     assert txn.check_status() is ps.TxnStatus.ABORTED
     with pytest.raises(ps.TxnFailedError):
@@ -226,6 +234,7 @@ def test_concurrent_commits_and_timeout_job_decide_each_txn_once(spark, root, ma
     for i in range(4):
         txn = writer.begin_txn(timedelta(seconds=600))
         txn.write_events(_rows(spark, f"t{i}", 0, 25))
+        txn.flush()  # committed by another process: it sees flushed writes only
         txns.append(txn)
     committer = spawn("txn-commit", "--root", root, "--txns", ",".join(t.txn_id for t in txns))
     timeout_job = spawn("txn-timeout", "--root", root, "--rounds", "4")
@@ -255,6 +264,7 @@ def test_commit_killed_midway_is_completed_by_the_next_attempt(spark, root, mana
     writer = manager.create_transactional_writer("iot", "sensors", writer_id="tx")
     txn = writer.begin_txn(timedelta(seconds=600))
     txn.write_events(_rows(spark, "tx", 0, 30))
+    txn.flush()  # committed by another process
     proc = spawn("crash", "--root", root, "--failpoint", failpoint, "--op", "txn-commit", "--txns", txn.txn_id)
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == -signal.SIGKILL, f"not killed: {out}\n{err[-2000:]}"
@@ -268,11 +278,18 @@ def test_commit_killed_midway_is_completed_by_the_next_attempt(spark, root, mana
 
 
 def test_vacuum_keeps_an_open_transactions_staged_files(spark, root, manager, stream2):
-    """Staged files are referenced by no table until the commit: VACUUM must still keep them."""
+    """Staged files are referenced by no table until the commit: VACUUM must still keep them,
+    flushed (listed by a manifest) or still buffered by the handle."""
     txn = manager.create_transactional_writer("iot", "sensors", writer_id="tx").begin_txn(LEASE)
     txn.write_events(_rows(spark, "tx", 0, 10))
+    txn.flush()
     staged = _staged_files(spark, root)
+    txn.write_events(_rows(spark, "tx", 1, 5))  # buffered: no manifest lists it
+    events_dir = Path(f"{root}/iot/sensors/events")
+    written = {p for p in events_dir.rglob("*.parquet") if "segment_id=-" not in str(p)}
     manager.vacuum("iot", "sensors", retention=timedelta(0))
     assert all(os.path.exists(f"{root}/iot/sensors/events/{p}") for p in staged)
-    assert txn.commit().event_count == 10
-    assert sorted(_visible(manager)) == [f"tx:0000:{i:06d}" for i in range(10)]
+    assert all(p.exists() for p in written)
+    assert txn.commit().event_count == 15
+    assert sorted(_visible(manager)) == sorted([f"tx:0000:{i:06d}" for i in range(10)]
+                                               + [f"tx:0001:{i:06d}" for i in range(5)])

@@ -53,6 +53,7 @@ def rich_template(spark, tmp_path_factory) -> str:
     m.truncate_stream("iot", "sensors", head)
     txn = m.create_transactional_writer("iot", "sensors", "tx").begin_txn(timedelta(seconds=600))
     txn.write_events(_rows(spark, 9, 5))  # stays open: staged files and their manifest rows
+    txn.flush()
     return root
 
 

@@ -89,6 +89,10 @@ def with_relative_offsets(df: DataFrame, *, segment: str = "segment_id", event: 
     """Adds ``rel_offset`` and ``rel_next_offset`` (Pravega's framing: an event occupies
     ``8 + len`` bytes) and the ``base_offset``/``end_offset`` placeholders of layout v2.
 
+    The writer uses it for stores that Python tasks cannot open as files (``s3a://``,
+    ``abfss://``...), before Delta's own file writer; elsewhere each task frames and writes its
+    files itself (``_task_files``), to the same layout.
+
     Offsets are relative to the write task's extent in each segment: within one Spark task (one
     input partition), the events of a segment are laid out in row order from 0. So this is one
     pass over the rows, with no shuffle: the running sums are taken inside each task by a

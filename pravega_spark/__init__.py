@@ -40,6 +40,7 @@ from .errors import (
     TxnNotFoundError,
 )
 from .large_events import EventPointer, LargeEventReader, LargeEventWriter, TransientCleanup
+from .reader_group_config import ReaderGroupConfig, StreamDataRetention
 from .routing import key_position
 from .schema import MAX_EVENT_SIZE, MAX_LARGE_EVENT_SIZE
 from .segments import SegmentRecord
@@ -65,5 +66,5 @@ __all__ = [
     "InvalidWriterMarkError", "PingFailedError", "TimeWindow", "Transaction", "TransactionalEventStreamWriter",
     "TxnNotFoundError", "TxnStatus", "Watermark", "WriterMark",
     "EventPointer", "LargeEventFailedError", "LargeEventReader", "LargeEventWriter", "NoSuchEventError",
-    "TransientCleanup", "ExpectationResult", "StreamValidation",
+    "TransientCleanup", "ExpectationResult", "StreamValidation", "ReaderGroupConfig", "StreamDataRetention",
 ]

@@ -67,7 +67,11 @@ def _arrow_schema():
     from ._delta import _arrow_type
 
     fields = {f.name: f for f in EVENTS_SCHEMA.fields}
-    return pa.schema([pa.field(c, _arrow_type(fields[c].dataType), fields[c].nullable) for c in DATA_COLUMNS])
+    types = {c: _arrow_type(fields[c].dataType) for c in DATA_COLUMNS}
+    # one writer id per write: a one-entry dictionary (Parquet stores it as a dictionary-encoded
+    # string, which Spark reads as the table's string column) instead of a string per row
+    types["writer_id"] = pa.dictionary(pa.int32(), pa.string())
+    return pa.schema([pa.field(c, types[c], fields[c].nullable) for c in DATA_COLUMNS])
 
 
 class _SegmentFile:
@@ -194,6 +198,7 @@ def write_task_files(batches, *, table_dir: str, writer_id: str, write_time_us: 
     context = TaskContext.get()
     task = context.partitionId() if context is not None else 0
     schema = _arrow_schema()
+    writer_ids = pa.array([writer_id], pa.string())
     files: dict[int, _SegmentFile] = {}
     extents: dict[int, int] = {}
     try:
@@ -207,7 +212,7 @@ def write_task_files(batches, *, table_dir: str, writer_id: str, write_time_us: 
                     pa.array(offsets, pa.int64()), pa.array(ends, pa.int64()),
                     pa.array(np.full(n, RECORD_EVENT, dtype=np.int32)),
                     rows.column("routing_key"), rows.column("event"),
-                    pa.array(np.full(n, writer_id, dtype=object), pa.string()),
+                    pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), writer_ids),
                     pa.array(np.full(n, write_time_us, dtype=np.int64)).cast(pa.timestamp("us", tz="UTC")),
                     pa.nulls(n, pa.int64())], schema=schema)
                 seg = files.get(sid)

@@ -21,6 +21,7 @@ from .errors import (
     InvalidStreamCutError,
     InvalidWriterMarkError,
     LargeEventFailedError,
+    MaxNumberOfCheckpointsExceededError,
     NoSuchEventError,
     PingFailedError,
     PravegaSparkError,
@@ -66,5 +67,5 @@ __all__ = [
     "InvalidWriterMarkError", "PingFailedError", "TimeWindow", "Transaction", "TransactionalEventStreamWriter",
     "TxnNotFoundError", "TxnStatus", "Watermark", "WriterMark",
     "EventPointer", "LargeEventFailedError", "LargeEventReader", "LargeEventWriter", "NoSuchEventError",
-    "TransientCleanup", "ExpectationResult", "StreamValidation", "ReaderGroupConfig", "StreamDataRetention",
+    "TransientCleanup", "ExpectationResult", "StreamValidation", "ReaderGroupConfig", "StreamDataRetention", "MaxNumberOfCheckpointsExceededError",
 ]

@@ -114,5 +114,10 @@ class ConditionalTableUpdateError(PravegaSparkError):
     """A key-value table conditional update failed."""
 
 
+class MaxNumberOfCheckpointsExceededError(PravegaSparkError):
+    """A checkpoint was initiated while ``max_outstanding_checkpoints`` were pending (Pravega's
+    ``MaxNumberOfCheckpointsExceededException``)."""
+
+
 class RetriesExhaustedError(PravegaSparkError):
     """A commit kept conflicting with concurrent writers; nothing was written by this call."""

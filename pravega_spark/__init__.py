@@ -25,6 +25,7 @@ from .errors import (
     NoSuchEventError,
     PingFailedError,
     PravegaSparkError,
+    ReaderGroupNotFoundError,
     RetriesExhaustedError,
     ScaleConflictError,
     ScalePreconditionError,
@@ -41,6 +42,7 @@ from .errors import (
     TxnNotFoundError,
 )
 from .large_events import EventPointer, LargeEventReader, LargeEventWriter, TransientCleanup
+from .reader_group import EventStreamReader, ReadBatch, ReaderGroup
 from .reader_group_config import ReaderGroupConfig, StreamDataRetention
 from .routing import key_position
 from .schema import MAX_EVENT_SIZE, MAX_LARGE_EVENT_SIZE
@@ -68,4 +70,5 @@ __all__ = [
     "TxnNotFoundError", "TxnStatus", "Watermark", "WriterMark",
     "EventPointer", "LargeEventFailedError", "LargeEventReader", "LargeEventWriter", "NoSuchEventError",
     "TransientCleanup", "ExpectationResult", "StreamValidation", "ReaderGroupConfig", "StreamDataRetention", "MaxNumberOfCheckpointsExceededError",
+    "ReaderGroup", "ReaderGroupNotFoundError", "EventStreamReader", "ReadBatch",
 ]

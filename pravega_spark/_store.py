@@ -25,6 +25,9 @@ from .schema import (
     EVENTS_SCHEMA,
     EVENTS_STATS_COLUMNS,
     EVENTS_TABLE,
+    READER_GROUP_KEY,
+    READER_GROUPS_SCHEMA,
+    READER_GROUPS_TABLE,
     RECORD_EVENT,
     RECORD_SEAL,
     RECORD_TRUNCATE,
@@ -138,6 +141,10 @@ class Store:
     @property
     def streams_path(self) -> str:
         return f"{self.root}/{SYSTEM_DIR}/{STREAMS_TABLE}"
+
+    @property
+    def reader_groups_path(self) -> str:
+        return f"{self.root}/{SYSTEM_DIR}/{READER_GROUPS_TABLE}"
 
     def stream_dir(self, scope: str, stream: str) -> str:
         return f"{self.root}/{scope}/{stream}"
@@ -271,6 +278,35 @@ class Store:
         txn, files, found = self._stream_partition(scope, stream)
         if found is not None:
             self._replace(txn, files, [], STREAMS_SCHEMA, (STREAM_KEY,))
+
+    # ---- reader groups -----------------------------------------------------------------------
+    def reader_groups(self) -> DataFrame:
+        return self._read_or_empty(self.reader_groups_path, READER_GROUPS_SCHEMA)
+
+    def reader_group_row(self, scope: str, group: str) -> dict | None:
+        """The group's row (no Spark job while the table is small), or None."""
+        if not _delta.exists(self.spark, self.reader_groups_path):
+            return None
+        rows = [r for r in self.table_rows(self.reader_groups_path, READER_GROUP_KEY, stream_key(scope, group))
+                if r["scope"] == scope and r["reader_group"] == group]
+        return rows[0] if rows else None
+
+    def update_reader_group(self, scope: str, group: str, change, what: str) -> bool:
+        """One commit replacing the group's row with ``change(row or None)`` (a row dict; None:
+        no change; ``{}``: delete the row). The commit reads the group's partition, so a
+        concurrent update of the group makes it conflict and run ``change`` again on the new row
+        (Pravega's state synchronizer's conditional update). Returns whether it changed."""
+        def change_rows(rows: list[dict]):
+            mine = [r for r in rows if r["scope"] == scope and r["reader_group"] == group]
+            others = [r for r in rows if r not in mine]
+            new = change(mine[0] if mine else None)
+            if new is None:
+                return None
+            kept = [*others, *([{**new, READER_GROUP_KEY: stream_key(scope, group)}] if new else [])]
+            return self.as_tuples(kept, READER_GROUPS_SCHEMA)
+
+        return self.rewrite_rows(self.reader_groups_path, READER_GROUPS_SCHEMA, change_rows, what,
+                                 partition=(READER_GROUP_KEY, stream_key(scope, group)))
 
     # ---- per-stream tables -------------------------------------------------------------------
     def create_stream_tables(self, scope: str, stream: str, initial: Sequence[SegmentRecord]) -> None:

@@ -114,6 +114,10 @@ class ConditionalTableUpdateError(PravegaSparkError):
     """A key-value table conditional update failed."""
 
 
+class ReaderGroupNotFoundError(PravegaSparkError, LookupError):
+    """No reader group of that name in the scope."""
+
+
 class MaxNumberOfCheckpointsExceededError(PravegaSparkError):
     """A checkpoint was initiated while ``max_outstanding_checkpoints`` were pending (Pravega's
     ``MaxNumberOfCheckpointsExceededException``)."""

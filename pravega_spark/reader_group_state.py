@@ -34,6 +34,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -101,6 +102,37 @@ class ReaderGroupState:
         segments of a start cut at -1, with the predecessors they wait for)."""
         return cls(unassigned=_frozen(start), end_offsets=_frozen(end_offsets or {}),
                    future=_frozen({ref: frozenset(p) for ref, p in (future or {}).items()}))
+
+    # ---- storage form -------------------------------------------------------------------------
+    def to_json(self) -> str:
+        """The state as JSON (segments as ``"scope/stream#id"``)."""
+        def offsets(m: Mapping[SegmentRef, int]) -> dict[str, int]:
+            return {str(ref): off for ref, off in m.items()}
+
+        return json.dumps({
+            "assigned": {r: offsets(s) for r, s in self.assigned.items()},
+            "positions": {r: offsets(s) for r, s in self.positions.items()},
+            "unassigned": offsets(self.unassigned),
+            "future": {str(ref): sorted(w) for ref, w in self.future.items()},
+            "end_offsets": offsets(self.end_offsets),
+            "checkpoints": [{"name": c.name, "waiting": sorted(c.waiting), "positions": offsets(c.positions)}
+                            for c in self.checkpoints],
+        }, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ReaderGroupState:
+        data = json.loads(text)
+
+        def offsets(m: Mapping[str, int]) -> Mapping[SegmentRef, int]:
+            return _frozen({SegmentRef.parse(k): int(v) for k, v in m.items()})
+
+        return cls(assigned=_frozen({r: offsets(s) for r, s in data["assigned"].items()}),
+                   positions=_frozen({r: offsets(s) for r, s in data["positions"].items()}),
+                   unassigned=offsets(data["unassigned"]),
+                   future=_frozen({SegmentRef.parse(k): frozenset(v) for k, v in data["future"].items()}),
+                   end_offsets=offsets(data["end_offsets"]),
+                   checkpoints=tuple(Checkpoint(c["name"], frozenset(c["waiting"]), offsets(c["positions"]))
+                                     for c in data["checkpoints"]))
 
     # ---- queries ------------------------------------------------------------------------------
     @property

@@ -28,6 +28,7 @@ from pyspark.sql.types import (
 SYSTEM_DIR = "_pravega"
 SCOPES_TABLE = "scopes"
 STREAMS_TABLE = "streams"
+READER_GROUPS_TABLE = "reader_groups"
 SEGMENTS_TABLE = "segments"
 EVENTS_TABLE = "events"
 RETENTION_SET_TABLE = "retention_set"
@@ -112,6 +113,21 @@ STREAMS_SCHEMA = StructType([
     StructField("row_version", LongType(), False),
     # the truncation record (JSON, see truncation.TruncationRecord) once truncated, else null
     StructField("truncation", StringType(), True),
+])
+
+# Reader groups (one row per group, its own partition: the compare-and-set fence of its state,
+# Pravega's state synchronizer), partitioned by a hash of the scoped group name like the streams.
+READER_GROUP_KEY = "group_key"
+
+READER_GROUPS_SCHEMA = StructType([
+    StructField(READER_GROUP_KEY, StringType(), False),
+    StructField("scope", StringType(), False),
+    StructField("reader_group", StringType(), False),
+    StructField("configuration", StringType(), False),  # ReaderGroupConfig JSON
+    StructField("generation", LongType(), False),
+    StructField("state", StringType(), False),  # ReaderGroupState JSON
+    StructField("creation_time", TimestampType(), False),
+    StructField("update_time", TimestampType(), False),
 ])
 
 SEGMENTS_SCHEMA = StructType([

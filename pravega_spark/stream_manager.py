@@ -24,6 +24,7 @@ from .errors import (
     GenerationMismatchError,
     InvalidConfigError,
     InvalidStreamCutError,
+    ReaderGroupNotFoundError,
     ScaleConflictError,
     ScopeNotEmptyError,
     ScopeNotFoundError,
@@ -35,7 +36,7 @@ from .errors import (
     SubscriberNotFoundError,
 )
 from .large_events import assemble_large_events
-from .names import validate_scope_name, validate_stream_name
+from .names import validate_reader_group_name, validate_scope_name, validate_stream_name
 from .scaling import EpochTransition, apply_transition, plan_scale
 from .schema import (
     ACTIVE,
@@ -670,6 +671,67 @@ class StreamManager:
 
         self._stream(scope, stream)
         return EventStreamWriter(self, scope, stream, writer_id, **options)
+
+    # ---- reader groups -----------------------------------------------------------------------
+    def create_reader_group(self, scope: str, group: str, config) -> bool:
+        """Create reader group ``group`` in ``scope`` (Pravega's ``ReaderGroupManager.
+        createReaderGroup``): one commit of its row, its streams' start cuts (``"earliest"``:
+        the head now; ``"latest"``: the tail now) as unassigned segments. Streams of other
+        scopes may be read too.
+
+        Returns:
+            False if a group of that name exists (nothing changes).
+
+        Raises:
+            InvalidConfigError: ``config`` is not a ``ReaderGroupConfig``.
+            ScopeNotFoundError / StreamNotFoundError: the scope or a stream does not exist.
+        """
+        from .reader_group import group_row, initial_state
+        from .reader_group_config import ReaderGroupConfig
+
+        scope, group = validate_scope_name(scope), validate_reader_group_name(group)
+        if not isinstance(config, ReaderGroupConfig):
+            raise InvalidConfigError(f"config must be a ReaderGroupConfig, got {type(config).__name__}")
+        if not self._store.scope_exists(scope):
+            raise ScopeNotFoundError(f"scope {scope} does not exist")
+        if self._store.reader_group_row(scope, group) is not None:
+            return False
+        state = initial_state(self, config)  # checks that every stream exists
+        row = group_row(scope, group, config, state, 0, utc_now())
+        created = self._store.update_reader_group(scope, group, lambda found: row if found is None else None,
+                                                  f"create reader group {scope}/{group}")
+        if created:
+            log.info("created reader group %s/%s reading %s", scope, group, config.scoped_streams)
+        return created
+
+    def reader_group(self, scope: str, group: str):  # -> ReaderGroup
+        """A handle on reader group ``group`` of ``scope``.
+
+        Raises:
+            ReaderGroupNotFoundError: no such group.
+        """
+        from .reader_group import ReaderGroup
+
+        scope, group = validate_scope_name(scope), validate_reader_group_name(group)
+        row = self._store.reader_group_row(scope, group)
+        if row is None:
+            raise ReaderGroupNotFoundError(f"reader group {scope}/{group} does not exist")
+        return ReaderGroup(self, scope, group, row)
+
+    def delete_reader_group(self, scope: str, group: str) -> bool:
+        """Delete the group's row (one commit); False if it did not exist."""
+        scope, group = validate_scope_name(scope), validate_reader_group_name(group)
+        if self._store.reader_group_row(scope, group) is None:
+            return False
+        return self._store.update_reader_group(scope, group, lambda found: {} if found is not None else None,
+                                               f"delete reader group {scope}/{group}")
+
+    def list_reader_groups(self, scope: str) -> DataFrame:
+        """The scope's reader groups: ``scope, reader_group, configuration, generation,
+        creation_time, update_time``."""
+        scope = validate_scope_name(scope)
+        return (self._store.reader_groups().where(F.col("scope") == scope)
+                .select("scope", "reader_group", "configuration", "generation", "creation_time", "update_time"))
 
     def create_transactional_writer(self, scope: str, stream: str, writer_id: str | None = None):
         """A writer of transactions on the stream (see ``transactions.TransactionalEventStreamWriter``).

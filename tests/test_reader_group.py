@@ -1,0 +1,138 @@
+"""Reader groups on a real store: the group's state in Delta, readers sharing segments, successors
+read only after their predecessors (from offset 0), offline readers, checkpoints, end cuts."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+import pravega_spark as ps
+from tests.helpers import table_versions
+
+S = "iot/sensors"
+
+
+def _write(manager, batch: int, n: int = 24, keys: int = 6) -> None:
+    writer = manager.create_event_writer("iot", "sensors", writer_id=f"w{batch}")
+    writer.write_events(manager.spark.createDataFrame(
+        [(f"key-{i % keys}", f"{batch}:{i:04d}") for i in range(n)], "routing_key string, event string"))
+
+
+def _drain(reader, calls: int = 6) -> list:
+    """Events of ``calls`` read_next calls, in batch order then (segment, offset) order."""
+    out = []
+    for _ in range(calls):
+        batch = reader.read_next()
+        out += [(r.routing_key, r.event.decode(), r.segment_id, r.offset)
+                for r in batch.events.orderBy("segment_id", "offset").collect()]
+    return out
+
+
+def _check_exactly_once_in_key_order(read: list, expected: list[str]) -> None:
+    assert sorted(e for _, e, _, _ in read) == sorted(expected)  # every event once
+    by_key = defaultdict(list)
+    for key, event, _, _ in read:
+        by_key[key].append(tuple(int(x) for x in event.split(":")))
+    for key, seq in by_key.items():
+        assert seq == sorted(seq), key  # per key: append order, across batches and segments
+
+
+def test_create_get_list_delete_and_bad_input_changes_nothing(manager, stream2):
+    config = ps.ReaderGroupConfig({S: "earliest"})
+    assert manager.create_reader_group("iot", "analytics", config) is True
+    assert manager.create_reader_group("iot", "analytics", ps.ReaderGroupConfig({S: "latest"})) is False
+    group = manager.reader_group("iot", "analytics")
+    assert (group.scope, group.name, group.config, group.generation) == ("iot", "analytics", config, 0)
+    assert [r.reader_group for r in manager.list_reader_groups("iot").collect()] == ["analytics"]
+    before = table_versions(manager.spark, manager.root.replace("file:", ""))
+    with pytest.raises(ps.StreamNotFoundError):
+        manager.create_reader_group("iot", "other", ps.ReaderGroupConfig({"iot/missing": "earliest"}))
+    with pytest.raises(ps.InvalidConfigError):
+        manager.create_reader_group("iot", "other", {S: "earliest"})
+    with pytest.raises(ps.InvalidNameError):
+        manager.create_reader_group("iot", "bad/name", config)
+    assert table_versions(manager.spark, manager.root.replace("file:", "")) == before
+    assert manager.delete_reader_group("iot", "analytics") is True
+    assert manager.delete_reader_group("iot", "analytics") is False
+    with pytest.raises(ps.ReaderGroupNotFoundError):
+        manager.reader_group("iot", "analytics")
+
+
+def test_split_and_merge_successors_are_read_after_predecessors_from_offset_zero(manager, stream2):
+    _write(manager, 0)
+    manager.create_reader_group("iot", "g", ps.ReaderGroupConfig({S: "earliest"}))
+    reader = manager.reader_group("iot", "g").create_reader("r1")
+    read = _drain(reader, 1)
+    assert len(read) == 24 and set(reader.position()) == {0, 1}  # one reader owns both segments
+    split = manager.scale_stream("iot", "sensors", [0], [(0.0, 0.25), (0.25, 0.5)])
+    _write(manager, 1)
+    read += _drain(reader, 3)
+    new = sorted(r.segment_id for r in manager.segments("iot", "sensors", epoch=split).collect() if r.creation_epoch == split)
+    successors = {sid for _, _, sid, _ in read[24:] if sid in new}
+    assert successors and min(off for _, _, sid, off in read if sid in new) == 0  # from offset 0
+    merged = manager.scale_stream("iot", "sensors", new, [(0.0, 0.5)])
+    _write(manager, 2)
+    read += _drain(reader, 3)
+    assert any(sid >> 32 == merged for _, _, sid, _ in read)
+    _check_exactly_once_in_key_order(read, [f"{b}:{i:04d}" for b in range(3) for i in range(24)])
+
+
+def test_two_readers_share_segments_then_offline_with_a_position_and_rejoin(manager, stream2):
+    manager.scale_stream("iot", "sensors", [0, 1], [(0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0)])
+    start = manager.tail_stream_cut("iot", "sensors")  # the four new segments, at 0
+    _write(manager, 0, n=40, keys=20)
+    manager.create_reader_group("iot", "g", ps.ReaderGroupConfig({S: start}))
+    group = manager.reader_group("iot", "g")
+    r1, r2 = group.create_reader("r1"), group.create_reader("r2")
+    b1, b2 = r1.read_next(), r2.read_next()
+    assert len(b1.position) == 2 and len(b2.position) == 2 and not set(b1.position) & set(b2.position)
+    first = b1.events.count() + b2.events.count()
+    assert first == 40 and sorted(group.online_readers()) == ["r1", "r2"]
+    mid = {sid: off for sid, off in b1.position.items()}
+    group.reader_offline("r1", mid)  # its segments go back at that position
+    _write(manager, 1, n=40, keys=20)
+    later = r2.read_next()  # acquires r1's segments: the new events of all four segments
+    assert later.events.count() == 40 and len(later.position) == 4
+    with pytest.raises(ps.IllegalStateError):
+        r1.read_next()  # offline
+    r1 = group.create_reader("r1")
+    for _ in range(3):
+        r1.read_next(), r2.read_next()
+    sizes = sorted(len(r.position()) for r in (r1, r2))
+    assert sizes == [2, 2]
+
+
+def test_offline_without_a_position_rereads_from_the_last_checkpoint(manager, stream2):
+    _write(manager, 0)
+    manager.create_reader_group("iot", "g", ps.ReaderGroupConfig({S: "earliest"}, max_outstanding_checkpoints=1))
+    group = manager.reader_group("iot", "g")
+    r1, r2 = group.create_reader("r1"), group.create_reader("r2")
+    assert r1.read_next().events.count() + r2.read_next().events.count() == 24
+    group.initiate_checkpoint("cp-1")
+    with pytest.raises(ps.MaxNumberOfCheckpointsExceededError):
+        group.initiate_checkpoint("cp-2")
+    batch = r1.read_next()
+    assert batch.checkpoint == "cp-1" and batch.events.count() == 0
+    assert group.get_checkpoint("cp-1") is None  # r2 has not reached it
+    assert r2.read_next().checkpoint == "cp-1"
+    cuts = group.get_checkpoint("cp-1")
+    assert cuts == {S: manager.tail_stream_cut("iot", "sensors")}
+    _write(manager, 1)
+    seen = r1.read_next().events.count()
+    group.reader_offline("r1")  # no position: back to the checkpoint's offsets (at-least-once)
+    again = r2.read_next().events.count() + r2.read_next().events.count()
+    assert again == 24 and seen <= 24  # r1's share is read again, nothing is lost
+    assert group.get_stream_cuts() == {S: manager.tail_stream_cut("iot", "sensors")}
+    assert group.unread_bytes() == 0
+
+
+def test_end_cut_then_end_of_data(manager, stream2):
+    _write(manager, 0)
+    end = manager.tail_stream_cut("iot", "sensors")
+    _write(manager, 1)  # after the end cut: never read
+    manager.create_reader_group("iot", "g", ps.ReaderGroupConfig({S: ("earliest", end)}))
+    reader = manager.reader_group("iot", "g").create_reader("r1")
+    batch = reader.read_next()
+    assert sorted(r.event.decode() for r in batch.events.collect()) == sorted(f"0:{i:04d}" for i in range(24))
+    assert batch.end_of_data and reader.read_next().events.count() == 0

@@ -25,11 +25,11 @@ from datetime import datetime
 
 from pyspark.sql import DataFrame
 
-from . import reader
+from . import _delta, reader
 from ._store import utc_now
 from .errors import IllegalStateError, InvalidConfigError, ReaderGroupNotFoundError
 from .large_events import assemble_large_events
-from .reader_group_config import ReaderGroupConfig
+from .reader_group_config import ReaderGroupConfig, StreamDataRetention
 from .reader_group_state import ReaderGroupState, SegmentRef
 from .segments import predecessors, successors_with_predecessors
 from .stream_cut import StreamCut
@@ -163,6 +163,68 @@ class ReaderGroup:
                 total += self._manager.size_between(scope, name, cut, end)
         return total
 
+    def update_retention_stream_cut(self, cuts: Mapping[str, StreamCut]) -> None:
+        """Publish how far the group has consumed, for retention (Pravega's
+        ``updateRetentionStreamCut``; only for ``MANUAL_RELEASE_AT_USER_STREAMCUT``).
+
+        Raises:
+            InvalidConfigError: the group's retention type is another one, or a stream is not
+                the group's.
+            InvalidStreamCutError / StreamCutBehindError: a cut is invalid, or behind the last one.
+        """
+        if self.config.retention_type is not StreamDataRetention.MANUAL_RELEASE_AT_USER_STREAMCUT:
+            raise InvalidConfigError(f"{self!r} has retention type {self.config.retention_type.value}: "
+                                     "only MANUAL_RELEASE_AT_USER_STREAMCUT groups publish cuts themselves")
+        unknown = sorted(set(cuts) - set(self.config.scoped_streams))
+        if unknown:
+            raise InvalidConfigError(f"{unknown} are not streams of {self!r}")
+        self._publish(cuts)
+
+    def _publish(self, cuts: Mapping[str, StreamCut]) -> None:
+        subscribe(self._manager, self.scope, self.name, self.config, self.generation)  # after a crash at creation
+        for stream, cut in sorted(cuts.items()):
+            self._manager.update_subscriber_stream_cut(*stream.split("/"), self.scoped_name, self.generation, cut)
+        log.info("%r published its subscriber cuts %s", self, cuts)
+
+    def _published_checkpoint(self, before: ReaderGroupState, after: ReaderGroupState) -> None:
+        """Publish a checkpoint that the last transition completed (AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT)."""
+        if self.config.retention_type is not StreamDataRetention.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT:
+            return
+        done = [c for c in after.checkpoints if c.complete
+                and not any(b.name == c.name and b.complete for b in before.checkpoints)]
+        if done:
+            self._publish(self._cuts(done[-1].positions))
+
+    def reset_reader_group(self, config: ReaderGroupConfig | None = None) -> None:
+        """Start the group over with a new generation (Pravega's ``resetReaderGroup``): every
+        reader must join again. With ``config``, from its start cuts; without, from the last
+        completed checkpoint. Subscriptions follow the (new) config's retention type."""
+        if config is not None and not isinstance(config, ReaderGroupConfig):
+            raise InvalidConfigError(f"config must be a ReaderGroupConfig, got {type(config).__name__}")
+        old = self._row()
+        old_config = ReaderGroupConfig.from_json(old["configuration"])
+        new_config = config or old_config
+        if config is not None:
+            state = initial_state(self._manager, new_config)
+        else:
+            last = [c for c in ReaderGroupState.from_json(old["state"]).checkpoints if c.complete]
+            if not last:
+                raise IllegalStateError(f"{self!r} has no completed checkpoint to reset to")
+            state = ReaderGroupState.initial(dict(last[-1].positions), ReaderGroupState.from_json(old["state"]).end_offsets)
+        generation = int(old["generation"]) + 1
+
+        def change(row):
+            if row is None or int(row["generation"]) != int(old["generation"]):
+                raise IllegalStateError(f"{self!r} changed generation meanwhile")
+            return {**row, "configuration": new_config.to_json(), "generation": generation,
+                    "state": state.to_json(), "update_time": utc_now()}
+
+        self._store.update_reader_group(self.scope, self.name, change, f"reset {self.scoped_name}")
+        unsubscribe(self._manager, self.scope, self.name, old_config, int(old["generation"]))
+        self.config, self.generation = new_config, generation
+        subscribe(self._manager, self.scope, self.name, new_config, generation)
+        log.info("%r reset to generation %d", self, generation)
+
     def _cuts(self, positions: Mapping[SegmentRef, int]) -> dict[str, StreamCut]:
         by_stream: dict[str, dict[int, int]] = {s: {} for s in self.config.scoped_streams}
         for ref, off in positions.items():
@@ -189,12 +251,14 @@ class ReaderGroup:
             if int(row["generation"]) != self.generation:
                 raise IllegalStateError(f"reader group {self.scoped_name} was reset (generation "
                                         f"{row['generation']}, this handle {self.generation}): join again")
-            state = transition(ReaderGroupState.from_json(row["state"]))
-            out[:] = [state]
+            before = ReaderGroupState.from_json(row["state"])
+            state = transition(before)
+            out[:] = [before, state]
             return {**row, "state": state.to_json(), "update_time": utc_now()}
 
         self._store.update_reader_group(self.scope, self.name, change, f"{what} in {self.scoped_name}")
-        return out[0]
+        self._published_checkpoint(*out)
+        return out[1]
 
 
 class EventStreamReader:
@@ -267,11 +331,13 @@ class EventStreamReader:
         for stream in sorted({ref.stream for ref in owned}):
             scope, name = stream.split("/")
             manager._settled(scope, name)
-            records = store.segment_records(scope, name)
+            # the version first: a scale records its new segments before it seals the old ones,
+            # so records read after it know the successors of every seal it shows
             versions[stream] = store.events_version(scope, name)
+            records = {r.segment_id: r for r in store.segment_records(scope, name)}
             mine = {ref: off for ref, off in owned.items() if ref.stream == stream}
             tails = store.segment_tails(scope, name, [ref.segment_id for ref in mine], versions[stream])
-            allowed = _within_end(records, self._group.config.end_of(stream))
+            allowed = _within_end(list(records.values()), self._group.config.end_of(stream))
             for ref, start in sorted(mine.items()):
                 tail = tails[ref.segment_id]
                 end = state.end_offsets.get(ref)
@@ -280,8 +346,11 @@ class EventStreamReader:
                     ranges[(stream, ref.segment_id)] = (start, to)
                 state = state.record_read(self.reader_id, {ref: max(start, to)})
                 if (tail.sealed and to >= tail.length) or (end is not None and to >= end):
+                    record = records.get(ref.segment_id)
+                    if end is None and record is not None and record.sealed_epoch is None and record.sealed_size is None:
+                        raise _delta.Retry(f"{stream}: segment {ref.segment_id} sealed, its record not yet")
                     successors = {} if end is not None else {
-                        s: p for s, p in successors_with_predecessors(records, ref.segment_id).items()
+                        s: p for s, p in successors_with_predecessors(list(records.values()), ref.segment_id).items()
                         if allowed is None or s in allowed}
                     state = state.complete_segment(self.reader_id, ref, successors)
         return state, ranges, versions
@@ -342,6 +411,21 @@ def initial_state(manager, config: ReaderGroupConfig) -> ReaderGroupState:
         if end is not None:
             ends.update({SegmentRef(stream, sid): off for sid, off in end.positions.items() if off >= 0})
     return ReaderGroupState.initial(start, ends, future)
+
+
+def subscribe(manager, scope: str, group: str, config: ReaderGroupConfig, generation: int) -> None:
+    """Subscribe the group to each of its streams with ``generation`` (if its retention type is
+    not NONE): the subscriber id is the group's scoped name. Idempotent."""
+    if config.is_subscriber:
+        for stream in config.scoped_streams:
+            manager.add_subscriber(*stream.split("/"), f"{scope}/{group}", generation)
+
+
+def unsubscribe(manager, scope: str, group: str, config: ReaderGroupConfig, generation: int) -> None:
+    """Remove the group's subscriptions of ``generation`` (if it is a subscriber). Idempotent."""
+    if config.is_subscriber:
+        for stream in config.scoped_streams:
+            manager.remove_subscriber(*stream.split("/"), f"{scope}/{group}", generation)
 
 
 def group_row(scope: str, name: str, config: ReaderGroupConfig, state: ReaderGroupState, generation: int,

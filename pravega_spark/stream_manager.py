@@ -548,13 +548,19 @@ class StreamManager:
         """Subscribe ``subscriber`` (e.g. a reader group) to the stream's retention.
 
         A new subscriber starts with an empty cut, which holds nothing back until it publishes
-        one. An existing subscriber with an older generation takes the new one and keeps its cut;
+        one. A name of the form ``scope/group`` is a reader group's, which must exist (the
+        group subscribes itself when its retention type is not NONE); any other non-empty name
+        is an external subscriber. An existing subscriber with an older generation takes the new one and keeps its cut;
         an equal or older generation is a no-op (Pravega's ``addSubscriber``).
 
         Returns:
             True if the call changed the subscribers table.
         """
         self._check_subscriber(subscriber, generation)
+        if "/" in subscriber:  # a reader group's scoped name: the group must exist
+            group_scope, group = subscriber.split("/", 1)
+            if self._store.reader_group_row(group_scope, group) is None:
+                raise ReaderGroupNotFoundError(f"subscriber {subscriber!r} names no reader group of the store")
         record = self._settled(scope, stream)
         changed = self._store.upsert_subscriber(scope, stream, subscriber, generation)
         log.info("add_subscriber %s to %s (generation %d): %s", subscriber, record.scoped_name, generation,
@@ -686,7 +692,7 @@ class StreamManager:
             InvalidConfigError: ``config`` is not a ``ReaderGroupConfig``.
             ScopeNotFoundError / StreamNotFoundError: the scope or a stream does not exist.
         """
-        from .reader_group import group_row, initial_state
+        from .reader_group import group_row, initial_state, subscribe
         from .reader_group_config import ReaderGroupConfig
 
         scope, group = validate_scope_name(scope), validate_reader_group_name(group)
@@ -702,6 +708,8 @@ class StreamManager:
                                                   f"create reader group {scope}/{group}")
         if created:
             log.info("created reader group %s/%s reading %s", scope, group, config.scoped_streams)
+            # then its subscriptions (a crash in between: the group subscribes before publishing)
+            subscribe(self, scope, group, config, 0)
         return created
 
     def reader_group(self, scope: str, group: str):  # -> ReaderGroup
@@ -719,10 +727,17 @@ class StreamManager:
         return ReaderGroup(self, scope, group, row)
 
     def delete_reader_group(self, scope: str, group: str) -> bool:
-        """Delete the group's row (one commit); False if it did not exist."""
+        """Delete the group: its subscriptions (if a subscriber), then its row (one commit).
+        False if it did not exist."""
+        from .reader_group import unsubscribe
+        from .reader_group_config import ReaderGroupConfig
+
         scope, group = validate_scope_name(scope), validate_reader_group_name(group)
-        if self._store.reader_group_row(scope, group) is None:
+        row = self._store.reader_group_row(scope, group)
+        if row is None:
             return False
+        # unsubscribe first (a crash in between leaves the group, and a retry finishes)
+        unsubscribe(self, scope, group, ReaderGroupConfig.from_json(row["configuration"]), int(row["generation"]))
         return self._store.update_reader_group(scope, group, lambda found: {} if found is not None else None,
                                                f"delete reader group {scope}/{group}")
 

@@ -136,3 +136,38 @@ def test_end_cut_then_end_of_data(manager, stream2):
     batch = reader.read_next()
     assert sorted(r.event.decode() for r in batch.events.collect()) == sorted(f"0:{i:04d}" for i in range(24))
     assert batch.end_of_data and reader.read_next().events.count() == 0
+
+
+def test_retention_types_subscribe_publish_and_drive_run_retention(manager, stream2):
+    manager.create_stream("iot", "c", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2),
+                                                             retention_policy=ps.RetentionPolicy.by_size_bytes(0)))
+    writer = manager.create_event_writer("iot", "c", writer_id="w")
+    first = writer.write_events(manager.spark.createDataFrame(
+        [(f"key-{i % 4}", f"0:{i:04d}") for i in range(20)], "routing_key string, event string")).tail_stream_cut
+    kinds = {"auto": ps.StreamDataRetention.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT,
+             "manual": ps.StreamDataRetention.MANUAL_RELEASE_AT_USER_STREAMCUT, "none": ps.StreamDataRetention.NONE}
+    for name, kind in kinds.items():
+        manager.create_reader_group("iot", name, ps.ReaderGroupConfig({"iot/c": "earliest"}, retention_type=kind))
+    subs = {r.subscriber: (r.generation, list(r.stream_cut)) for r in manager.subscribers("iot", "c").collect()}
+    assert subs == {"iot/auto": (0, []), "iot/manual": (0, [])}  # NONE is no subscriber; nothing published yet
+    auto, manual = manager.reader_group("iot", "auto"), manager.reader_group("iot", "manual")
+    with pytest.raises(ps.InvalidConfigError, match="AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT"):
+        auto.update_retention_stream_cut({"iot/c": first})
+    reader = auto.create_reader("r1")
+    assert reader.read_next().events.count() == 20
+    writer.write_events(manager.spark.createDataFrame([("key-1", "1:0000")], "routing_key string, event string"))
+    manual.update_retention_stream_cut({"iot/c": manager.tail_stream_cut("iot", "c")})  # ahead of auto
+    auto.initiate_checkpoint("cp-1")
+    assert reader.read_next().checkpoint == "cp-1"  # completes the checkpoint: its cuts are published
+    published = {r.subscriber: {e.segment_id: e.offset for e in r.stream_cut}
+                 for r in manager.subscribers("iot", "c").collect()}
+    assert published["iot/auto"] == dict(first.positions)
+    run = [o for o in manager.run_retention(scope="iot", stream="c")][0]
+    assert run.truncated_at == first and manager.head_stream_cut("iot", "c") == first  # exactly the group's cut
+    assert manager.delete_reader_group("iot", "auto") is True
+    assert [r.subscriber for r in manager.subscribers("iot", "c").collect()] == ["iot/manual"]
+    old_handle = manager.reader_group("iot", "manual")  # taken before the reset
+    manual.reset_reader_group(ps.ReaderGroupConfig({"iot/c": "earliest"}))  # to NONE: unsubscribed
+    assert manual.generation == 1 and manager.subscribers("iot", "c").count() == 0
+    with pytest.raises(ps.IllegalStateError, match="was reset"):
+        old_handle.create_reader("late")

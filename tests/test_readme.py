@@ -35,3 +35,15 @@ def test_retention_writers_and_large_events_examples_run(spark, tmp_path, capsys
     assert "WriteResult(events=0" in out and "TxnStatus.OPEN WriteResult(events=3" in out
     assert "Watermark([2026-01-01T12:00:00+00:00" in out and "TimeWindow(" in out
     assert "WriteResult(events=1, bytes=20971528" in out and "20971520 True" in out
+
+
+def test_reader_group_example_runs(spark, tmp_path, capsys):
+    """The reader groups section, after the quick start (it uses its names)."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    example = next(b for b in blocks if "create_reader_group(\"iot\", \"dashboard\"" in b)
+    namespace = {"root": str(tmp_path / "lake")}
+    for block in (blocks[0], example):
+        exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
+    out = capsys.readouterr().out
+    assert "6 False" in out and "hourly" in out and "{'iot/clicks': StreamCut(iot/clicks" in out
+    assert namespace["group"].online_readers() == []

@@ -87,26 +87,28 @@ def test_subscriber_api_errors_and_generations(spark, root, manager):
     w = _stream(manager, "c", ps.RetentionPolicy.by_size_bytes(0))
     cut = _write(spark, w, 0).tail_stream_cut
     head = manager.head_stream_cut("iot", "c")
-    assert manager.add_subscriber("iot", "c", "iot/rg1", 1) is True
-    assert manager.add_subscriber("iot", "c", "iot/rg1", 1) is False  # same generation: no-op
+    with pytest.raises(ps.ReaderGroupNotFoundError):  # a scoped name is a reader group's: it must exist
+        manager.add_subscriber("iot", "c", "iot/no-such-group", 1)
+    assert manager.add_subscriber("iot", "c", "rg1", 1) is True  # any other name: an external subscriber
+    assert manager.add_subscriber("iot", "c", "rg1", 1) is False  # same generation: no-op
     with pytest.raises(ps.StreamNotFoundError):
-        manager.update_subscriber_stream_cut("iot", "nope", "iot/rg1", 1, cut)
+        manager.update_subscriber_stream_cut("iot", "nope", "rg1", 1, cut)
     with pytest.raises(ps.SubscriberNotFoundError):
-        manager.update_subscriber_stream_cut("iot", "c", "iot/rg2", 1, cut)
+        manager.update_subscriber_stream_cut("iot", "c", "rg2", 1, cut)
     with pytest.raises(ps.GenerationMismatchError):
-        manager.update_subscriber_stream_cut("iot", "c", "iot/rg1", 2, cut)
+        manager.update_subscriber_stream_cut("iot", "c", "rg1", 2, cut)
     with pytest.raises(ps.InvalidStreamCutError):
-        manager.update_subscriber_stream_cut("iot", "c", "iot/rg1", 1, ps.StreamCut("iot/c", {0: 1}))
-    assert manager.update_subscriber_stream_cut("iot", "c", "iot/rg1", 1, cut)
+        manager.update_subscriber_stream_cut("iot", "c", "rg1", 1, ps.StreamCut("iot/c", {0: 1}))
+    assert manager.update_subscriber_stream_cut("iot", "c", "rg1", 1, cut)
     with pytest.raises(ps.StreamCutBehindError):
-        manager.update_subscriber_stream_cut("iot", "c", "iot/rg1", 1, head)
+        manager.update_subscriber_stream_cut("iot", "c", "rg1", 1, head)
     assert issubclass(ps.StreamCutBehindError, ps.InvalidStreamCutError)
     # a newer generation keeps the cut; a stale removal is a no-op, a current one removes it
-    assert manager.add_subscriber("iot", "c", "iot/rg1", 3) is True
+    assert manager.add_subscriber("iot", "c", "rg1", 3) is True
     row = manager.subscribers("iot", "c").collect()[0]
     assert row.generation == 3 and {e.segment_id: e.offset for e in row.stream_cut} == dict(cut.positions)
-    assert manager.remove_subscriber("iot", "c", "iot/rg1", 2) is False
-    assert manager.remove_subscriber("iot", "c", "iot/rg1", 3) is True
+    assert manager.remove_subscriber("iot", "c", "rg1", 2) is False
+    assert manager.remove_subscriber("iot", "c", "rg1", 3) is True
     assert manager.subscribers("iot", "c").count() == 0
 
 
@@ -118,17 +120,17 @@ def test_consumption_based_retention_mixes_epochs(spark, manager):
     manager.scale_stream("iot", "c", [0], [(0.0, 0.25), (0.25, 0.5)])
     b_cut = _write(spark, w, 1).tail_stream_cut                      # epoch 1
     _write(spark, w, 2)
-    for name in ("iot/a", "iot/b", "iot/silent"):
+    for name in ("a", "b", "silent"):
         manager.add_subscriber("iot", "c", name, 0)
-    manager.update_subscriber_stream_cut("iot", "c", "iot/a", 0, a_cut)
-    manager.update_subscriber_stream_cut("iot", "c", "iot/b", 0, b_cut)
+    manager.update_subscriber_stream_cut("iot", "c", "a", 0, a_cut)
+    manager.update_subscriber_stream_cut("iot", "c", "b", 0, b_cut)
     run = manager.run_retention(now=T0)[0]
     # a is behind b everywhere: the lower bound is a's cut (the silent subscriber holds nothing back)
     assert run.lower_bound == a_cut and run.truncated_at == a_cut
     assert _batches(manager, "c") == ["w:0001", "w:0002"]
     # a catches up with b on segment 1 only: the bound mixes epochs (1 from epoch 0, S10/S11 from b)
     a2 = ps.StreamCut("iot/c", {1: b_cut.positions[1], S10: 0, S11: 0})
-    manager.update_subscriber_stream_cut("iot", "c", "iot/a", 0, a2)
+    manager.update_subscriber_stream_cut("iot", "c", "a", 0, a2)
     run = manager.run_retention(now=T0 + timedelta(minutes=31))[0]
     assert run.lower_bound == a2 and run.truncated_at == a2 and run.segments_deleted == (0,)
     assert manager.head_stream_cut("iot", "c") == a2
@@ -138,8 +140,8 @@ def test_consumption_based_retention_mixes_epochs(spark, manager):
 def test_consumption_based_retention_max_limit(spark, manager):
     """A subscriber that stops consuming holds data back only up to the policy's max."""
     w = _stream(manager, "m", ps.RetentionPolicy.by_size_bytes(0, 2 * BATCH))
-    manager.add_subscriber("iot", "m", "iot/slow", 0)
-    manager.update_subscriber_stream_cut("iot", "m", "iot/slow", 0, manager.head_stream_cut("iot", "m"))
+    manager.add_subscriber("iot", "m", "slow", 0)
+    manager.update_subscriber_stream_cut("iot", "m", "slow", 0, manager.head_stream_cut("iot", "m"))
     for b in range(4):
         _write(spark, w, b)
         manager.run_retention(now=T0 + timedelta(minutes=31 * b))
@@ -153,20 +155,20 @@ def test_consumption_based_retention_under_a_time_limit(spark, manager):
     stuck at the start is overruled once data is older than the max (Pravega's maxBound rule)."""
     w = _stream(manager, "tc", ps.RetentionPolicy.by_time(timedelta(0), timedelta(minutes=60)))
     head = manager.head_stream_cut("iot", "tc")
-    for name in ("iot/stuck", "iot/fast"):
+    for name in ("stuck", "fast"):
         manager.add_subscriber("iot", "tc", name, 0)
-    manager.update_subscriber_stream_cut("iot", "tc", "iot/stuck", 0, head)
+    manager.update_subscriber_stream_cut("iot", "tc", "stuck", 0, head)
     tails = []
     for b in range(3):
         tails.append(_write(spark, w, b).tail_stream_cut)
-        manager.update_subscriber_stream_cut("iot", "tc", "iot/fast", 0, tails[-1])
+        manager.update_subscriber_stream_cut("iot", "tc", "fast", 0, tails[-1])
         run = manager.run_retention(now=T0 + timedelta(minutes=31 * b))[0]
         if b < 2:  # nothing is 60 minutes old: the stuck subscriber's bound (the head) holds
             assert run.lower_bound == head and manager.truncation_record("iot", "tc").size_till == 0
     # at 62 minutes the first record is past the max: truncate at the oldest record within it
     assert run.truncated_at == tails[1] and _batches(manager, "tc") == ["w:0002"]
     # the stuck subscriber catching up to the tail lets retention truncate at it
-    manager.update_subscriber_stream_cut("iot", "tc", "iot/stuck", 0, tails[2])
+    manager.update_subscriber_stream_cut("iot", "tc", "stuck", 0, tails[2])
     run = manager.run_retention(now=T0 + timedelta(minutes=93))[0]
     assert run.lower_bound == tails[2] and run.truncated_at == tails[2]
     assert manager.read_events("iot", "tc").count() == 0

@@ -550,7 +550,8 @@ class StreamManager:
         A new subscriber starts with an empty cut, which holds nothing back until it publishes
         one. A name of the form ``scope/group`` is a reader group's, which must exist (the
         group subscribes itself when its retention type is not NONE); any other non-empty name
-        is an external subscriber. An existing subscriber with an older generation takes the new one and keeps its cut;
+        is an external subscriber. An existing subscriber with an older generation takes the
+        new one and keeps its cut;
         an equal or older generation is a no-op (Pravega's ``addSubscriber``).
 
         Returns:

@@ -101,11 +101,10 @@ def events_view(raw: DataFrame) -> DataFrame:
         SELECT segment_id, base_offset + rel_offset AS offset, event FROM delta.`.../events`
         WHERE record_type = 0
     """
-    base = F.col("base_offset")
-    return raw.select("segment_id", (base + F.col("rel_offset")).alias("offset"),
-                      (base + F.col("rel_next_offset")).alias("next_offset"), "record_type", "routing_key",
-                      "event", "writer_id", "write_time", (base + F.col("rel_event_offset")).alias("event_offset"),
-                      "base_offset", "end_offset")
+    return raw.selectExpr("segment_id", "base_offset + rel_offset AS offset",
+                          "base_offset + rel_next_offset AS next_offset", "record_type", "routing_key",
+                          "event", "writer_id", "write_time", "base_offset + rel_event_offset AS event_offset",
+                          "base_offset", "end_offset")
 
 
 class Store:

@@ -64,32 +64,31 @@ def segment_ranges(start: StreamCut, end: StreamCut,
 
 def filter_segment_ranges(events: DataFrame, *, ranges: Sequence[SegmentRange]) -> DataFrame:
     """Keeps the events and large-event chunks (not control records) inside ``ranges``."""
-    events = events.where(F.col("record_type").isin(RECORD_EVENT, *CHUNK_TYPES))
+    readable = f"record_type IN ({', '.join(str(t) for t in (RECORD_EVENT, *CHUNK_TYPES))})"
     if not ranges:
-        return events.where(F.lit(False))
-    ids = F.col("segment_id").isin([r.segment_id for r in ranges])
+        return events.where(F.expr(readable) & F.lit(False))
+    ids = f"segment_id IN ({', '.join(str(int(r.segment_id)) for r in ranges)})"
     if len(ranges) <= MAX_RANGES_IN_FILTER:
         # files are pruned by their partition values ([base_offset, end_offset) covers a file's
-        # rows: the log alone says which files a range needs), rows by their absolute offset
-        files, rows = None, None
+        # rows: the log alone says which files a range needs), rows by their absolute offset.
+        # Written as SQL text: one expression to parse instead of a py4j call per operator.
         bounded = {"base_offset", "end_offset"} <= set(events.columns)  # else: rows only
+        files, rows = [], []
         for r in ranges:
-            f = c = F.col("segment_id") == F.lit(r.segment_id)
-            if r.start > 0 and bounded:
-                f = f & (F.col("end_offset") > F.lit(r.start))
+            f = c = [f"segment_id = {int(r.segment_id)}"]
             if r.start > 0:
-                c = c & (F.col("offset") >= F.lit(r.start))
-            if r.end is not None and bounded:
-                f = f & (F.col("base_offset") < F.lit(r.end))
+                f = f + ([f"end_offset > {int(r.start)}"] if bounded else [])
+                c = c + [f"offset >= {int(r.start)}"]
             if r.end is not None:
-                c = c & (F.col("offset") < F.lit(r.end))
-            files = f if files is None else files | f
-            rows = c if rows is None else rows | c
-        return events.where(ids & files).where(rows)
+                f = f + ([f"base_offset < {int(r.end)}"] if bounded else [])
+                c = c + [f"offset < {int(r.end)}"]
+            files.append("(" + " AND ".join(f) + ")")
+            rows.append("(" + " AND ".join(c) + ")")
+        return events.where(F.expr(f"{readable} AND {ids} AND ({' OR '.join(files)}) AND ({' OR '.join(rows)})"))
     spark = events.sparkSession
     bounds = spark.createDataFrame([(r.segment_id, r.start, r.end) for r in ranges],
                                    "__sid long, __lo long, __hi long")
-    return (events.where(ids)
+    return (events.where(F.expr(f"{readable} AND {ids}"))
             .join(F.broadcast(bounds), F.col("segment_id") == F.col("__sid"))
             .where((F.col("offset") >= F.col("__lo"))
                    & (F.col("__hi").isNull() | (F.col("offset") < F.col("__hi"))))
@@ -102,9 +101,10 @@ def select_read_columns(events: DataFrame, *, scope: str, stream: str) -> DataFr
             .select(*READ_COLUMNS))
 
 
-def event_boundary_checker(events: DataFrame,
+def event_boundary_checker(events: DataFrame | None,
                            positions: Iterable[tuple[int, int]]) -> Callable[[int, int], bool]:
-    """A predicate telling whether each ``(segment, offset)`` of ``positions`` is an event boundary.
+    """A predicate telling whether each ``(segment, offset)`` of ``positions`` is an event boundary
+    (``events`` may be None when no position is past 0: nothing is queried then).
 
     One query: an offset is a boundary if it is 0, an event starts there, or an event (or the
     seal record, at the sealed size) ends there. So a boundary is never beyond the segment's end.

@@ -1140,7 +1140,9 @@ class StreamManager:
             return
         known = self._store.known_boundaries(record.scope, record.stream)
         wanted = {pos for cut in cuts for pos in cut.positions.items()} - known
-        boundary = reader.event_boundary_checker(self._store.events(record.scope, record.stream), wanted)
+        # the events DataFrame only when a position needs the probe (building it costs ~50 ms)
+        events = self._store.events(record.scope, record.stream) if any(o > 0 for _, o in wanted) else None
+        boundary = reader.event_boundary_checker(events, wanted)
         for cut in cuts:
             validate_stream_cut(cut, records, None,
                                 is_event_boundary=lambda s, o: (s, o) in known or boundary(s, o))

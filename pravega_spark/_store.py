@@ -70,6 +70,11 @@ def stream_key(scope: str, stream: str) -> str:
     return hashlib.sha1(f"{scope}/{stream}".encode()).hexdigest()[:16]
 
 
+def group_key(scope: str, group: str) -> str:
+    """The reader groups table's partition value of a group (the same hash of its scoped name)."""
+    return stream_key(scope, group)
+
+
 # Seals compete with every appender of the stream: give them more attempts than a single append.
 SEAL_RETRY = _delta.RetryPolicy(attempts=80, max_backoff=2.0)
 
@@ -286,7 +291,7 @@ class Store:
         """The group's row (no Spark job while the table is small), or None."""
         if not _delta.exists(self.spark, self.reader_groups_path):
             return None
-        rows = [r for r in self.table_rows(self.reader_groups_path, READER_GROUP_KEY, stream_key(scope, group))
+        rows = [r for r in self.table_rows(self.reader_groups_path, READER_GROUP_KEY, group_key(scope, group))
                 if r["scope"] == scope and r["reader_group"] == group]
         return rows[0] if rows else None
 
@@ -301,11 +306,11 @@ class Store:
             new = change(mine[0] if mine else None)
             if new is None:
                 return None
-            kept = [*others, *([{**new, READER_GROUP_KEY: stream_key(scope, group)}] if new else [])]
+            kept = [*others, *([{**new, READER_GROUP_KEY: group_key(scope, group)}] if new else [])]
             return self.as_tuples(kept, READER_GROUPS_SCHEMA)
 
         return self.rewrite_rows(self.reader_groups_path, READER_GROUPS_SCHEMA, change_rows, what,
-                                 partition=(READER_GROUP_KEY, stream_key(scope, group)))
+                                 partition=(READER_GROUP_KEY, group_key(scope, group)))
 
     # ---- per-stream tables -------------------------------------------------------------------
     def create_stream_tables(self, scope: str, stream: str, initial: Sequence[SegmentRecord]) -> None:

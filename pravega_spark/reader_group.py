@@ -19,9 +19,10 @@ is the events of those ranges, read at the pinned versions: an ordinary DataFram
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pyspark.sql import DataFrame
 
@@ -37,6 +38,15 @@ from .stream_cut import StreamCut
 log = logging.getLogger("pravega_spark")
 
 Position = Mapping  # {segment_id: offset} for a one-stream group, else {(scoped stream, segment_id): offset}
+
+
+def now_ms() -> int:
+    """The process clock in ms since the epoch (the group's times: readers seen, checkpoints)."""
+    return int(time.time() * 1000)
+
+
+def _ms(delta: timedelta) -> int:
+    return delta // timedelta(milliseconds=1)
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,7 @@ class ReaderGroup:
         self.name = name
         self.config = ReaderGroupConfig.from_json(row["configuration"])
         self.generation = int(row["generation"])
+        self._clock = now_ms  # ms since the epoch; tests set another clock
 
     def __repr__(self) -> str:
         return f"ReaderGroup({self.scope}/{self.name}, generation={self.generation}, streams={self.config.scoped_streams})"
@@ -117,7 +128,7 @@ class ReaderGroup:
         """
         if not isinstance(reader_id, str) or not reader_id:
             raise InvalidConfigError(f"a reader id is a non-empty str, got {reader_id!r}")
-        self._update(lambda state: state.add_reader(reader_id), f"add reader {reader_id}")
+        self._update(lambda state: state.add_reader(reader_id, self._clock()), f"add reader {reader_id}")
         log.info("%r: reader %s joined", self, reader_id)
         return EventStreamReader(self, reader_id)
 
@@ -133,6 +144,38 @@ class ReaderGroup:
         self._update(lambda state: state.remove_reader(reader_id, refs), f"reader {reader_id} offline")
         log.info("%r: reader %s offline at %s", self, reader_id, "its recorded offsets" if refs is None else refs)
 
+    def offline_silent_readers(self, silence: timedelta, now: datetime | None = None) -> list[str]:
+        """Take offline every reader that has not joined or called ``read_next`` for ``silence``
+        (a crashed process, a notebook left idle): its segments go back to unassigned at the
+        offsets recorded for it (at-least-once), so the other readers take them over. As in
+        Pravega, a reader that stops calling stays online until someone does this; the
+        ``jobs/reader_groups.py`` job does it for every group on a schedule.
+
+        Args:
+            silence: how long a reader may stay silent (at least a few of its batch times).
+            now: the time to measure from (default: now).
+
+        Returns:
+            The ids of the readers taken offline (in one commit).
+        """
+        if not isinstance(silence, timedelta) or silence <= timedelta(0):
+            raise InvalidConfigError(f"silence must be a positive timedelta, got {silence!r}")
+        at = self._clock() if now is None else int(now.timestamp() * 1000)
+        gone: list[str] = []
+
+        def transition(state: ReaderGroupState) -> ReaderGroupState:
+            gone[:] = state.silent_readers(at, _ms(silence))
+            for reader_id in gone:
+                state = state.remove_reader(reader_id)
+            return state
+
+        if self._state().silent_readers(at, _ms(silence)):  # no commit when every reader is live
+            self._update(transition, "offline silent readers")
+        if gone:
+            log.warning("%r: readers %s silent for %s or more: taken offline at their recorded offsets",
+                        self, gone, silence)
+        return list(gone)
+
     # ---- checkpoints and cuts ----------------------------------------------------------------
     def initiate_checkpoint(self, name: str) -> None:
         """Start checkpoint ``name``: each online reader's next ``read_next`` returns a batch with
@@ -142,7 +185,7 @@ class ReaderGroup:
             MaxNumberOfCheckpointsExceededError: ``max_outstanding_checkpoints`` are pending.
         """
         limit = self.config.max_outstanding_checkpoints
-        self._update(lambda state: state.initiate_checkpoint(name, limit), f"checkpoint {name}")
+        self._update(lambda state: state.initiate_checkpoint(name, limit, self._clock()), f"checkpoint {name}")
 
     def get_checkpoint(self, name: str) -> dict[str, StreamCut] | None:
         """The stream cuts of checkpoint ``name`` once every online reader reached it, else None."""
@@ -187,12 +230,17 @@ class ReaderGroup:
         log.info("%r published its subscriber cuts %s", self, cuts)
 
     def _published_checkpoint(self, before: ReaderGroupState, after: ReaderGroupState) -> None:
-        """Publish a checkpoint that the last transition completed (AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT)."""
+        """Publish a checkpoint that the last transition completed (AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT).
+
+        The publication is a commit after the state's: a process that dies between the two
+        leaves the checkpoint unpublished, so starting the next checkpoint publishes the latest
+        completed one again (publishing the same cut twice is accepted)."""
         if self.config.retention_type is not StreamDataRetention.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT:
             return
-        done = [c for c in after.checkpoints if c.complete
-                and not any(b.name == c.name and b.complete for b in before.checkpoints)]
-        if done:
+        was_done = {c.name for c in before.checkpoints if c.complete}
+        done = [c for c in after.checkpoints if c.complete]
+        started = {c.name for c in after.checkpoints} - {c.name for c in before.checkpoints}
+        if done and (done[-1].name not in was_done or started):
             self._publish(self._cuts(done[-1].positions))
 
     def reset_reader_group(self, config: ReaderGroupConfig | None = None) -> None:
@@ -205,12 +253,13 @@ class ReaderGroup:
         old_config = ReaderGroupConfig.from_json(old["configuration"])
         new_config = config or old_config
         if config is not None:
-            state = initial_state(self._manager, new_config)
+            state = initial_state(self._manager, new_config, self._clock())
         else:
             last = [c for c in ReaderGroupState.from_json(old["state"]).checkpoints if c.complete]
             if not last:
                 raise IllegalStateError(f"{self!r} has no completed checkpoint to reset to")
-            state = ReaderGroupState.initial(dict(last[-1].positions), ReaderGroupState.from_json(old["state"]).end_offsets)
+            state = ReaderGroupState.initial(dict(last[-1].positions), ReaderGroupState.from_json(old["state"]).end_offsets,
+                                             now_ms=self._clock())
         generation = int(old["generation"]) + 1
 
         def change(row):
@@ -281,11 +330,17 @@ class EventStreamReader:
             IllegalStateError: this reader is offline, or the group was reset.
         """
         plan: dict = {}
+        config = self._group.config
+        interval = None if config.automatic_checkpoint_interval is None else _ms(config.automatic_checkpoint_interval)
 
         def transition(state: ReaderGroupState) -> ReaderGroupState:
             plan.clear()
             if self.reader_id not in state.assigned:
                 raise IllegalStateError(f"{self!r} is offline: create a reader to join again")
+            at = self._group._clock()
+            state = state.seen(self.reader_id, at)
+            if state.automatic_checkpoint_due(at, interval):
+                state, _ = state.initiate_automatic_checkpoint(at, config.max_outstanding_checkpoints)
             name = state.pending_checkpoint_for(self.reader_id)
             if name is not None:
                 plan["checkpoint"] = name
@@ -389,7 +444,7 @@ def _within_end(records, end: StreamCut | None) -> set[int] | None:
     return seen
 
 
-def initial_state(manager, config: ReaderGroupConfig) -> ReaderGroupState:
+def initial_state(manager, config: ReaderGroupConfig, now: int | None = None) -> ReaderGroupState:
     """The state of a new group: each stream's start cut (``"earliest"``: the head now,
     ``"latest"``: the tail now) as unassigned segments (a ``-1`` entry waits in ``future`` for
     its predecessors in the cut), and its end cut's offsets."""
@@ -410,7 +465,7 @@ def initial_state(manager, config: ReaderGroupConfig) -> ReaderGroupState:
         end = config.end_of(stream)
         if end is not None:
             ends.update({SegmentRef(stream, sid): off for sid, off in end.positions.items() if off >= 0})
-    return ReaderGroupState.initial(start, ends, future)
+    return ReaderGroupState.initial(start, ends, future, now_ms() if now is None else now)
 
 
 def subscribe(manager, scope: str, group: str, config: ReaderGroupConfig, generation: int) -> None:

@@ -14,7 +14,12 @@ Segments are ``(scoped stream, segment id)`` pairs (:class:`SegmentRef`). The st
 - ``future``: successors -> the predecessors still to complete (a successor becomes unassigned at
   offset 0 only when all its predecessors are completed: Pravega's ordering rule);
 - ``end_offsets``: the group's end cuts, per segment;
-- ``checkpoints``: pending and completed checkpoints, oldest first.
+- ``checkpoints``: pending and completed checkpoints, oldest first (the latest
+  ``KEPT_CHECKPOINTS`` completed ones are kept);
+- ``last_seen``: reader -> when it last joined or called ``read_next`` (ms since the epoch), so
+  an operator can take silent readers offline;
+- ``last_checkpoint_ms``: when the latest checkpoint started (or the group was created), for
+  automatic checkpoints: one starts when the interval has passed and none is pending (Pravega).
 
 Balancing follows Pravega with lag left out (every reader's lag counts the same, so a reader's
 relative size is its number of segments): a reader acquires
@@ -42,6 +47,9 @@ from types import MappingProxyType
 from .errors import IllegalStateError, MaxNumberOfCheckpointsExceededError
 
 __all__ = ["Checkpoint", "MaxNumberOfCheckpointsExceededError", "ReaderGroupState", "SegmentRef"]
+
+KEPT_CHECKPOINTS = 10  # completed checkpoints kept for get_checkpoint (older ones are dropped)
+AUTOMATIC_PREFIX = "auto-"  # names of automatic checkpoints: the prefix and the start time in ms
 
 
 @dataclass(frozen=True, order=True)
@@ -94,14 +102,18 @@ class ReaderGroupState:
     future: Mapping[SegmentRef, frozenset[int]] = field(default_factory=lambda: _frozen({}))
     end_offsets: Mapping[SegmentRef, int] = field(default_factory=lambda: _frozen({}))
     checkpoints: tuple[Checkpoint, ...] = ()
+    last_seen: Mapping[str, int] = field(default_factory=lambda: _frozen({}))
+    last_checkpoint_ms: int = 0
 
     @classmethod
     def initial(cls, start: Mapping[SegmentRef, int], end_offsets: Mapping[SegmentRef, int] | None = None,
-                future: Mapping[SegmentRef, Iterable[int]] | None = None) -> ReaderGroupState:
+                future: Mapping[SegmentRef, Iterable[int]] | None = None, now_ms: int = 0) -> ReaderGroupState:
         """A new group: the start cuts' segments unassigned at their offsets (``future`` holds
-        segments of a start cut at -1, with the predecessors they wait for)."""
+        segments of a start cut at -1, with the predecessors they wait for); ``now_ms`` starts
+        the automatic checkpoint interval."""
         return cls(unassigned=_frozen(start), end_offsets=_frozen(end_offsets or {}),
-                   future=_frozen({ref: frozenset(p) for ref, p in (future or {}).items()}))
+                   future=_frozen({ref: frozenset(p) for ref, p in (future or {}).items()}),
+                   last_checkpoint_ms=now_ms)
 
     # ---- storage form -------------------------------------------------------------------------
     def to_json(self) -> str:
@@ -117,6 +129,8 @@ class ReaderGroupState:
             "end_offsets": offsets(self.end_offsets),
             "checkpoints": [{"name": c.name, "waiting": sorted(c.waiting), "positions": offsets(c.positions)}
                             for c in self.checkpoints],
+            "last_seen": dict(self.last_seen),
+            "last_checkpoint_ms": self.last_checkpoint_ms,
         }, sort_keys=True)
 
     @classmethod
@@ -132,7 +146,9 @@ class ReaderGroupState:
                    future=_frozen({SegmentRef.parse(k): frozenset(v) for k, v in data["future"].items()}),
                    end_offsets=offsets(data["end_offsets"]),
                    checkpoints=tuple(Checkpoint(c["name"], frozenset(c["waiting"]), offsets(c["positions"]))
-                                     for c in data["checkpoints"]))
+                                     for c in data["checkpoints"]),
+                   last_seen=_frozen({r: int(t) for r, t in data.get("last_seen", {}).items()}),
+                   last_checkpoint_ms=int(data.get("last_checkpoint_ms", 0)))
 
     # ---- queries ------------------------------------------------------------------------------
     @property
@@ -163,9 +179,20 @@ class ReaderGroupState:
     def completed_checkpoint(self, name: str) -> Checkpoint | None:
         return next((c for c in self.checkpoints if c.name == name and c.complete), None)
 
+    def silent_readers(self, now_ms: int, silence_ms: int) -> list[str]:
+        """Online readers that have not joined or read for at least ``silence_ms``."""
+        return [r for r in self.online_readers if now_ms - self.last_seen.get(r, 0) >= silence_ms]
+
+    def automatic_checkpoint_due(self, now_ms: int, interval_ms: int | None) -> bool:
+        """Pravega's rule: the interval has passed since the latest checkpoint started, and no
+        checkpoint is pending (``None``: automatic checkpoints are disabled)."""
+        return (interval_ms is not None and bool(self.assigned)
+                and not any(not c.complete for c in self.checkpoints)
+                and now_ms - self.last_checkpoint_ms >= interval_ms)
+
     # ---- readers joining and leaving -------------------------------------------------------
-    def add_reader(self, reader_id: str) -> ReaderGroupState:
-        """A reader joins online with no segments (Pravega's ``AddReader``).
+    def add_reader(self, reader_id: str, now_ms: int = 0) -> ReaderGroupState:
+        """A reader joins online with no segments (Pravega's ``AddReader``), seen at ``now_ms``.
 
         Raises:
             IllegalStateError: the reader is already online.
@@ -173,7 +200,12 @@ class ReaderGroupState:
         if reader_id in self.assigned:
             raise IllegalStateError(f"reader {reader_id!r} is already online in the group")
         return replace(self, assigned=_frozen({**self.assigned, reader_id: _frozen({})}),
-                       positions=_frozen({**self.positions, reader_id: _frozen({})}))
+                       positions=_frozen({**self.positions, reader_id: _frozen({})}),
+                       last_seen=_frozen({**self.last_seen, reader_id: now_ms}))
+
+    def seen(self, reader_id: str, now_ms: int) -> ReaderGroupState:
+        """The reader called the group at ``now_ms`` (it is not silent)."""
+        return replace(self, last_seen=_frozen({**self.last_seen, reader_id: now_ms}))
 
     def remove_reader(self, reader_id: str, position: Mapping[SegmentRef, int] | None = None) -> ReaderGroupState:
         """A reader goes offline (Pravega's ``RemoveReader``): its segments return to
@@ -188,7 +220,8 @@ class ReaderGroupState:
         assigned = {r: s for r, s in self.assigned.items() if r != reader_id}
         positions = {r: s for r, s in self.positions.items() if r != reader_id}
         state = replace(self, assigned=_frozen(assigned), positions=_frozen(positions),
-                        unassigned=_frozen({**self.unassigned, **offsets}))
+                        unassigned=_frozen({**self.unassigned, **offsets}),
+                        last_seen=_frozen({r: t for r, t in self.last_seen.items() if r != reader_id}))
         return state._checkpointed(reader_id, offsets)
 
     # ---- balancing -------------------------------------------------------------------------
@@ -274,9 +307,10 @@ class ReaderGroupState:
         return ref in self.unassigned or any(ref in s for s in self.assigned.values())
 
     # ---- checkpoints -----------------------------------------------------------------------
-    def initiate_checkpoint(self, name: str, max_outstanding: int) -> ReaderGroupState:
+    def initiate_checkpoint(self, name: str, max_outstanding: int, now_ms: int | None = None) -> ReaderGroupState:
         """Start a checkpoint waiting for every online reader; its positions start with the
-        unassigned segments' offsets (Pravega's ``CreateCheckpoint``).
+        unassigned segments' offsets (Pravega's ``CreateCheckpoint``). ``now_ms`` restarts the
+        automatic checkpoint interval.
 
         Raises:
             MaxNumberOfCheckpointsExceededError: ``max_outstanding`` checkpoints are pending.
@@ -289,7 +323,17 @@ class ReaderGroupState:
             raise MaxNumberOfCheckpointsExceededError(
                 f"{pending} checkpoints are pending; the group allows at most {max_outstanding}")
         checkpoint = Checkpoint(name, frozenset(self.assigned), _frozen(dict(self.unassigned)))
-        return replace(self, checkpoints=(*self.checkpoints, checkpoint))
+        started = self.last_checkpoint_ms if now_ms is None else now_ms
+        return replace(self, checkpoints=(*self.checkpoints, checkpoint), last_checkpoint_ms=started)._pruned()
+
+    def initiate_automatic_checkpoint(self, now_ms: int, max_outstanding: int) -> tuple[ReaderGroupState, str]:
+        """Start an automatic checkpoint named after ``now_ms`` (call it when
+        ``automatic_checkpoint_due``)."""
+        name = f"{AUTOMATIC_PREFIX}{now_ms}"
+        while any(c.name == name for c in self.checkpoints):
+            now_ms += 1
+            name = f"{AUTOMATIC_PREFIX}{now_ms}"
+        return self.initiate_checkpoint(name, max_outstanding, now_ms), name
 
     def checkpoint_reader(self, reader_id: str, name: str) -> ReaderGroupState:
         """The reader reached checkpoint ``name``: its current positions join the checkpoint's
@@ -305,7 +349,15 @@ class ReaderGroupState:
             if reader_id in c.waiting and (only is None or c.name == only):
                 c = Checkpoint(c.name, c.waiting - {reader_id}, _frozen({**c.positions, **offsets}))
             out.append(c)
-        return replace(self, checkpoints=tuple(out))
+        return replace(self, checkpoints=tuple(out))._pruned()
+
+    def _pruned(self) -> ReaderGroupState:
+        """Only the latest ``KEPT_CHECKPOINTS`` completed checkpoints are kept (pending ones all)."""
+        done = [c.name for c in self.checkpoints if c.complete]
+        dropped = set(done[:-KEPT_CHECKPOINTS])
+        if not dropped:
+            return self
+        return replace(self, checkpoints=tuple(c for c in self.checkpoints if c.name not in dropped))
 
     def clear_checkpoints_before(self, name: str) -> ReaderGroupState:
         """Drop the checkpoints older than ``name`` (Pravega's ``ClearCheckpointsBefore``)."""

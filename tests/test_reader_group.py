@@ -4,10 +4,12 @@ read only after their predecessors (from offset 0), offline readers, checkpoints
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 import pravega_spark as ps
+from jobs import reader_groups as reader_groups_job
 from tests.helpers import table_versions
 
 S = "iot/sensors"
@@ -171,3 +173,46 @@ def test_retention_types_subscribe_publish_and_drive_run_retention(manager, stre
     assert manual.generation == 1 and manager.subscribers("iot", "c").count() == 0
     with pytest.raises(ps.IllegalStateError, match="was reset"):
         old_handle.create_reader("late")
+
+
+def test_automatic_checkpoints_republication_and_silent_readers_taken_offline(manager, stream2, capsys):
+    _write(manager, 0)
+    config = ps.ReaderGroupConfig({S: "earliest"}, automatic_checkpoint_interval=timedelta(seconds=30),
+                                  retention_type=ps.StreamDataRetention.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT)
+    manager.create_reader_group("iot", "g", config)
+    group = manager.reader_group("iot", "g")
+    base = group._state().last_checkpoint_ms
+    clock = [base]
+    group._clock = lambda: clock[0]
+    r1, r2 = group.create_reader("r1"), group.create_reader("r2")
+    clock[0] = base + 29_999  # just before the interval: plain reads
+    assert r1.read_next().checkpoint is None and r2.read_next().checkpoint is None
+    clock[0] = base + 30_000
+    first = r1.read_next().checkpoint
+    assert first == f"auto-{base + 30_000}" and r1.read_next().checkpoint is None  # r1 acknowledged it
+    crash = RuntimeError("process died between the state commit and the publication")
+
+    def publish_fails(cuts):
+        raise crash
+    group._publish = publish_fails
+    with pytest.raises(RuntimeError):
+        r2.read_next()  # completes the checkpoint, then "dies" before publishing
+    del group._publish
+    cut = group.get_checkpoint(first)[S]
+    assert cut == manager.tail_stream_cut("iot", "sensors")
+    assert [list(r.stream_cut) for r in manager.subscribers("iot", "sensors").collect()] == [[]]
+    clock[0] = base + 60_000
+    assert r1.read_next().checkpoint == f"auto-{base + 60_000}"  # the next one re-publishes the first
+    published = manager.subscribers("iot", "sensors").collect()[0].stream_cut
+    assert {e.segment_id: e.offset for e in published} == dict(cut.positions)
+    # r2 has been silent since base + 30 s; the job takes it offline at the next minute
+    now = datetime.fromtimestamp((base + 90_000) / 1000, tz=timezone.utc).isoformat()
+    assert reader_groups_job.main(["--root", manager.root, "--scope", "iot", "--silence-seconds", "60",
+                                   "--now", now]) == 0
+    assert "1 silent readers taken offline" in capsys.readouterr().out
+    assert group.online_readers() == ["r1"]
+    with pytest.raises(ps.IllegalStateError, match="offline"):
+        r2.read_next()
+    assert group.get_checkpoint(f"auto-{base + 60_000}") is not None  # offline readers count as done
+    with pytest.raises(ps.InvalidConfigError):
+        group.offline_silent_readers(timedelta(0))

@@ -3,12 +3,14 @@ pure Python: the rules that the stored group applies one commit at a time."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
 
 from pravega_spark.errors import IllegalStateError
 from pravega_spark.reader_group_state import (
+    KEPT_CHECKPOINTS,
     MaxNumberOfCheckpointsExceededError,
     ReaderGroupState,
     SegmentRef,
@@ -137,3 +139,41 @@ def test_no_segment_is_ever_owned_twice_under_random_interleavings():
         assert len(owned) == len(set(owned)), "a segment owned by two readers"
         assert not set(owned) & set(state.unassigned) and not set(owned) & set(state.future)
         assert len(owned) + len(state.unassigned) == 6  # a split of one into one keeps the count
+
+
+def test_automatic_checkpoint_after_the_interval_only_when_none_is_pending():
+    state = ReaderGroupState.initial({seg(0): 0}, now_ms=1_000).add_reader("r1", 1_000).add_reader("r2", 1_000)
+    assert not state.automatic_checkpoint_due(30_999, 30_000)  # 1 ms before the interval
+    assert state.automatic_checkpoint_due(31_000, 30_000)
+    assert not state.automatic_checkpoint_due(10**9, None)  # disabled
+    state, name = state.initiate_automatic_checkpoint(31_000, max_outstanding=3)
+    assert name == "auto-31000" and state.pending_checkpoint_for("r1") == name
+    assert not state.automatic_checkpoint_due(10**9, 30_000)  # one is pending
+    state = state.checkpoint_reader("r1", name).checkpoint_reader("r2", name)
+    assert state.completed_checkpoint(name) is not None
+    assert not state.automatic_checkpoint_due(60_999, 30_000) and state.automatic_checkpoint_due(61_000, 30_000)
+    state = state.initiate_checkpoint("manual", 3, now_ms=50_000)  # a manual one restarts the interval too
+    assert state.last_checkpoint_ms == 50_000
+    assert not ReaderGroupState.initial({seg(0): 0}).automatic_checkpoint_due(10**9, 1)  # no reader: none
+
+
+def test_completed_checkpoints_are_pruned_to_the_latest_ten_and_survive_json():
+    state = ReaderGroupState.initial({seg(0): 0}).add_reader("r1")
+    for i in range(KEPT_CHECKPOINTS + 5):
+        state = state.initiate_checkpoint(f"c{i}", 1).checkpoint_reader("r1", f"c{i}")
+    state = state.initiate_checkpoint("pending", 1)
+    names = [c.name for c in state.checkpoints]
+    assert names == [f"c{i}" for i in range(5, KEPT_CHECKPOINTS + 5)] + ["pending"]
+    assert state.completed_checkpoint("c4") is None and state.completed_checkpoint("c14") is not None
+    assert ReaderGroupState.from_json(state.to_json()) == state
+
+
+def test_silent_readers_by_their_last_call():
+    state = ReaderGroupState.initial({seg(0): 0, seg(1): 0}).add_reader("r1", 0).add_reader("r2", 0)
+    state = state.seen("r2", 5_000)
+    assert state.silent_readers(10_000, 10_000) == ["r1"]  # r2 was seen 5 s ago
+    assert state.silent_readers(9_999, 10_000) == []
+    assert "r1" not in state.remove_reader("r1").last_seen
+    legacy = json.loads(state.to_json())
+    del legacy["last_seen"], legacy["last_checkpoint_ms"]  # a state stored before these fields
+    assert ReaderGroupState.from_json(json.dumps(legacy)).last_checkpoint_ms == 0

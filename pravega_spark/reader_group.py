@@ -10,10 +10,15 @@ share a group through the store.
 
 A ``read_next`` is one such commit: the reader releases a segment or acquires unassigned ones
 (Pravega's counts), then takes each of its segments from its position up to the segment's tail
-(read from the events table's log at a pinned version) or the group's end offset, records those
-ends as its position, and completes the segments it read to their sealed end or end offset: a
-successor becomes readable (at offset 0) only once all its predecessors are completed. The batch
-is the events of those ranges, read at the pinned versions: an ordinary DataFrame.
+(read from the events table's log at a pinned version) or the group's end offset, and records
+those ends as its position. A segment it had already read to its sealed end or end offset is
+completed then, one call later, as Pravega's reader completes a segment on the read after its
+last event: the caller has processed the batch holding the segment's last events before the
+segment leaves its hands, so a reader that dies with a batch in hand loses nothing (its segments
+go back at its recorded offsets). A successor becomes readable (at offset 0) only once all its
+predecessors are completed. The batch is the events of those ranges, read at the pinned
+versions: an ordinary DataFrame, tagged with the group state's ``revision``: ordering every
+reader's batches by revision puts each routing key's events in append order.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from pyspark.sql import DataFrame
@@ -58,16 +63,21 @@ class ReadBatch:
         position: the reader's segments and offsets after the batch.
         checkpoint: the name of the checkpoint this batch acknowledges, else None.
         end_of_data: every stream is read to its end cut, or sealed and fully read.
+        revision: the group state's revision this batch was committed at. Across all readers
+            of the group, a routing key's events in a batch of a lower revision were appended
+            before its events in a batch of a higher one: sort merged outputs by
+            ``(revision, segment_id, offset)`` to get each key's append order.
     """
 
     events: DataFrame
     position: Position
     checkpoint: str | None = None
     end_of_data: bool = False
+    revision: int = 0
     ranges: dict = field(default_factory=dict, repr=False)  # {(stream, segment_id): (start, end)}
 
     def __repr__(self) -> str:
-        return (f"ReadBatch(segments={len(self.ranges)}, checkpoint={self.checkpoint!r}, "
+        return (f"ReadBatch(revision={self.revision}, segments={len(self.ranges)}, checkpoint={self.checkpoint!r}, "
                 f"end_of_data={self.end_of_data}, position={dict(self.position)!r})")
 
 
@@ -301,7 +311,7 @@ class ReaderGroup:
                 raise IllegalStateError(f"reader group {self.scoped_name} was reset (generation "
                                         f"{row['generation']}, this handle {self.generation}): join again")
             before = ReaderGroupState.from_json(row["state"])
-            state = transition(before)
+            state = replace(transition(before), revision=before.revision + 1)
             out[:] = [before, state]
             return {**row, "state": state.to_json(), "update_time": utc_now()}
 
@@ -358,9 +368,9 @@ class EventStreamReader:
         position = _position(state.positions[self.reader_id], single)
         if "checkpoint" in plan:
             log.info("%r: checkpoint %s", self, plan["checkpoint"])
-            return ReadBatch(self._events({}, {}), position, plan["checkpoint"], state.end_of_data)
+            return ReadBatch(self._events({}, {}), position, plan["checkpoint"], state.end_of_data, state.revision)
         batch = ReadBatch(self._events(plan["ranges"], plan["versions"]), position, None, state.end_of_data,
-                          dict(plan["ranges"]))
+                          state.revision, dict(plan["ranges"]))
         log.info("%r read %d segment ranges; position %s", self, len(batch.ranges), position)
         return batch
 
@@ -378,7 +388,8 @@ class EventStreamReader:
     # ---- internals ---------------------------------------------------------------------------
     def _advance(self, state: ReaderGroupState):
         """Read every owned segment up to its tail or end offset: the ranges to read, the
-        events versions they are pinned to, and the state with positions and completions."""
+        events versions they are pinned to, and the state with positions and completions (of
+        the segments an earlier batch read to their end)."""
         store, manager = self._group._store, self._group._manager
         owned = dict(state.positions[self.reader_id])
         ranges: dict[tuple[str, int], tuple[int, int]] = {}
@@ -397,10 +408,10 @@ class EventStreamReader:
                 tail = tails[ref.segment_id]
                 end = state.end_offsets.get(ref)
                 to = tail.length if end is None else min(tail.length, end)
-                if to > start:
+                if to > start:  # its completion, if this reaches the end, waits for the next call
                     ranges[(stream, ref.segment_id)] = (start, to)
-                state = state.record_read(self.reader_id, {ref: max(start, to)})
-                if (tail.sealed and to >= tail.length) or (end is not None and to >= end):
+                    state = state.record_read(self.reader_id, {ref: to})
+                elif (tail.sealed and start >= tail.length) or (end is not None and start >= end):
                     record = records.get(ref.segment_id)
                     if end is None and record is not None and record.sealed_epoch is None and record.sealed_size is None:
                         raise _delta.Retry(f"{stream}: segment {ref.segment_id} sealed, its record not yet")

@@ -104,6 +104,7 @@ class ReaderGroupState:
     checkpoints: tuple[Checkpoint, ...] = ()
     last_seen: Mapping[str, int] = field(default_factory=lambda: _frozen({}))
     last_checkpoint_ms: int = 0
+    revision: int = 0  # one more at every stored change (the state synchronizer's revision)
 
     @classmethod
     def initial(cls, start: Mapping[SegmentRef, int], end_offsets: Mapping[SegmentRef, int] | None = None,
@@ -131,6 +132,7 @@ class ReaderGroupState:
                             for c in self.checkpoints],
             "last_seen": dict(self.last_seen),
             "last_checkpoint_ms": self.last_checkpoint_ms,
+            "revision": self.revision,
         }, sort_keys=True)
 
     @classmethod
@@ -148,7 +150,8 @@ class ReaderGroupState:
                    checkpoints=tuple(Checkpoint(c["name"], frozenset(c["waiting"]), offsets(c["positions"]))
                                      for c in data["checkpoints"]),
                    last_seen=_frozen({r: int(t) for r, t in data.get("last_seen", {}).items()}),
-                   last_checkpoint_ms=int(data.get("last_checkpoint_ms", 0)))
+                   last_checkpoint_ms=int(data.get("last_checkpoint_ms", 0)),
+                   revision=int(data.get("revision", 0)))
 
     # ---- queries ------------------------------------------------------------------------------
     @property

@@ -3,14 +3,20 @@ read only after their predecessors (from offset 0), offline readers, checkpoints
 
 from __future__ import annotations
 
+import json
+import signal
+import threading
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from pyspark.sql import functions as F
 
 import pravega_spark as ps
 from jobs import reader_groups as reader_groups_job
+from tests.conftest import eventually
 from tests.helpers import table_versions
+from tests.test_concurrency import spawn
 
 S = "iot/sensors"
 
@@ -222,3 +228,55 @@ def test_automatic_checkpoints_republication_and_silent_readers_taken_offline(ma
     assert group.get_checkpoint(f"auto-{base + 60_000}") is not None  # offline readers count as done
     with pytest.raises(ps.InvalidConfigError):
         group.offline_silent_readers(timedelta(0))
+
+
+def _lines(proc) -> list[str]:
+    """The process's stdout lines, collected by a thread as they come."""
+    out: list[str] = []
+    threading.Thread(target=lambda: out.extend(iter(proc.stdout.readline, "")), daemon=True).start()
+    return out
+
+
+@pytest.mark.slow
+def test_two_reader_processes_across_scaling_then_one_killed_mid_batch(spark, manager, stream2, root, tmp_path):
+    manager.scale_stream("iot", "sensors", [0, 1], [(0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0)])
+    written = 0
+    _write(manager, written, n=80, keys=16)
+    manager.create_reader_group("iot", "g", ps.ReaderGroupConfig({S: "earliest"},
+                                                                 automatic_checkpoint_interval=timedelta(seconds=5)))
+    group = manager.reader_group("iot", "g")
+    sinks, stall = {r: str(tmp_path / f"sink-{r}") for r in "AB"}, tmp_path / "stall-A"
+    procs = {r: spawn("read-group", "--root", root, "--reader", r, "--sink", sinks[r], "--pause", "0.2",
+                      *(["--stall-file", str(stall)] if r == "A" else [])) for r in "AB"}
+    out_a = _lines(procs["A"])
+    eventually(lambda: group.online_readers() == ["A", "B"], timeout=120)
+    for written in range(1, 6):  # writes, a split and a merge while both readers read
+        _write(manager, written, n=80, keys=16)
+        segs = sorted(manager.segments("iot", "sensors", epoch=manager.stream_info("iot", "sensors").current_epoch)
+                      .collect(), key=lambda s: s.key_start)
+        if written == 2:
+            s = segs[1]
+            manager.scale_stream("iot", "sensors", [s.segment_id], [(s.key_start, 0.375), (0.375, s.key_end)])
+        elif written == 4:
+            manager.scale_stream("iot", "sensors", [segs[2].segment_id, segs[3].segment_id], [(0.375, 0.75)])
+    assert all(p.poll() is None for p in procs.values()) and manager.stream_info("iot", "sensors").current_epoch == 3
+    stall.touch()  # A stops with its next batch of events in hand, unwritten
+    while not any(line.startswith("STALLED") for line in out_a):
+        written += 1
+        _write(manager, written, n=80, keys=16)
+        assert procs["A"].poll() is None and written < 40
+    procs["A"].send_signal(signal.SIGKILL)
+    procs["A"].wait()
+    assert int([ln for ln in out_a if ln.startswith("STALLED")][0].split()[3]) > 0  # it held events
+    a_rows = spark.read.format("delta").load(sinks["A"])
+    last = a_rows.orderBy(F.col("revision").desc()).first().position
+    group.reader_offline("A", {int(sid): off for sid, off in json.loads(last).items()})  # where its output ends
+    manager.seal_stream("iot", "sensors")
+    out_b, err_b = procs["B"].communicate(timeout=300)
+    assert procs["B"].returncode == 0 and "DONE B" in out_b, err_b[-3000:]
+    rows = a_rows.unionByName(spark.read.format("delta").load(sinks["B"])).collect()
+    read = [(r.routing_key, r.event, r.segment_id, r.offset)
+            for r in sorted(rows, key=lambda r: (r.revision, r.segment_id, r.offset))]
+    assert {r.reader for r in rows} == {"A", "B"} and any(r.segment_id >> 32 == 3 and r.offset == 0 for r in rows)
+    _check_exactly_once_in_key_order(read, [f"{b}:{i:04d}" for b in range(written + 1) for i in range(80)])
+    assert group.online_readers() == [] and group.get_stream_cuts() == {S: ps.StreamCut(S, {})}

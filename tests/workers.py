@@ -9,6 +9,7 @@
     python -m tests.workers idempotent-append --root R --scope S --stream T --writer W --number N
     python -m tests.workers large-stage --root R --scope S --stream T --writer W --size BYTES
     python -m tests.workers compact --root R --scope S --stream T --rounds M --pause P
+    python -m tests.workers read-group --root R --scope S --group G --reader ID --sink PATH [--stall-after N | --stall-file F]
 
 A crash run sets PRAVEGA_SPARK_FAILPOINT so the library SIGKILLs the process at that point.
 """
@@ -132,6 +133,39 @@ def run_compact(m: ps.StreamManager, a) -> None:
         time.sleep(a.pause)
 
 
+def run_read_group(m: ps.StreamManager, a) -> None:
+    """Read as reader ID of group G until the end of data, appending each batch's events, with
+    the batch's revision and position, to the Delta table SINK (one commit per batch, so the
+    position lands with the events it covers). With --stall-after N (after N calls) or
+    --stall-file F (once F exists): stop with the next batch that holds events in hand,
+    unwritten, and wait to be killed."""
+    import json
+
+    from pyspark.sql import functions as F
+
+    reader = m.reader_group(a.scope, a.group).create_reader(a.reader)
+    calls = 0
+    while True:
+        batch = reader.read_next()
+        calls += 1
+        stall = (a.stall_after and calls > a.stall_after) or (a.stall_file and os.path.exists(a.stall_file))
+        if batch.ranges and stall:
+            print(f"STALLED {a.reader} {batch.revision} {batch.events.count()}", flush=True)
+            time.sleep(600)
+        if batch.ranges:
+            position = json.dumps({str(sid): off for sid, off in batch.position.items()})
+            (batch.events.select("routing_key", F.col("event").cast("string").alias("event"), "segment_id", "offset",
+                                 F.lit(a.reader).alias("reader"), F.lit(batch.revision).alias("revision"),
+                                 F.lit(position).alias("position"))
+             .write.format("delta").mode("append").save(a.sink))
+        print(f"READ {a.reader} {batch.revision} {len(batch.ranges)} {batch.checkpoint}", flush=True)
+        if batch.end_of_data:
+            break
+        time.sleep(a.pause)
+    reader.close()
+    print(f"DONE {a.reader}", flush=True)
+
+
 def run_crash(m: ps.StreamManager, a) -> None:
     os.environ["PRAVEGA_SPARK_FAILPOINT"] = a.failpoint
     if a.op == "scale":
@@ -161,7 +195,7 @@ def run_crash(m: ps.StreamManager, a) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("command", choices=["append", "scale", "truncate", "crash", "txn-commit", "txn-timeout",
-                                       "idempotent-append", "large-stage", "compact"])
+                                       "idempotent-append", "large-stage", "compact", "read-group"])
     p.add_argument("--root", required=True)
     p.add_argument("--scope", default="iot")
     p.add_argument("--stream", default="sensors")
@@ -181,12 +215,17 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--number", type=int, default=0)
     p.add_argument("--size", type=int, default=3 << 20)
+    p.add_argument("--group", default="g")
+    p.add_argument("--reader", default="r1")
+    p.add_argument("--sink", default="")
+    p.add_argument("--stall-after", type=int, default=0)
+    p.add_argument("--stall-file", default="", help="stall once this file exists")
     a = p.parse_args(argv)
     m = ps.StreamManager(ps.spark_session(**CONF), a.root)
     {"append": run_append, "scale": run_scale, "truncate": run_truncate, "crash": run_crash,
      "txn-commit": run_txn_commit, "txn-timeout": run_txn_timeout,
      "idempotent-append": run_idempotent_append, "large-stage": run_large_stage,
-     "compact": run_compact}[a.command](m, a)
+     "compact": run_compact, "read-group": run_read_group}[a.command](m, a)
     return 0
 
 

@@ -371,7 +371,8 @@ class EventStreamReader:
             return ReadBatch(self._events({}, {}), position, plan["checkpoint"], state.end_of_data, state.revision)
         batch = ReadBatch(self._events(plan["ranges"], plan["versions"]), position, None, state.end_of_data,
                           state.revision, dict(plan["ranges"]))
-        log.info("%r read %d segment ranges; position %s", self, len(batch.ranges), position)
+        log.log(logging.INFO if batch.ranges else logging.DEBUG, "%r read %d segment ranges; position %s",
+                self, len(batch.ranges), position)
         return batch
 
     def position(self) -> Position:

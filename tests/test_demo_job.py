@@ -3,12 +3,21 @@ its default arguments (a relative store root) from whatever the working director
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from jobs import compact as compact_job
 from jobs import demo_pipeline
 from jobs import validate as validate_job
+
+REPO = Path(__file__).resolve().parent.parent
+VENV = REPO / ".venv"
 
 
 @pytest.mark.slow
@@ -36,6 +45,20 @@ def test_demo_pipeline_main_with_default_arguments_then_the_validation_job(spark
     assert sorted((r.segment_id, r.offset) for r in demo_pipeline_rows(spark)) == before
     assert validate_job.main(["--root", "store/demo"]) == 0
     capsys.readouterr()
+
+    # the README's two group-reader processes, as written, from the same working directory
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).resolve().parent.parent if not VENV.is_dir() else VENV)
+    (tmp_path / "jobs").symlink_to(REPO / "jobs")
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+                 if "group_reader.py" in b)
+    done = subprocess.run(["bash", "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.count("batches") == 2, done.stderr[-3000:]
+    sink = spark.read.format("delta").load(str(tmp_path / "store" / "dashboard"))
+    assert sink.count() == 24000 and sink.select("segment_id", "offset").distinct().count() == 24000
+    assert {r.reader for r in sink.select("reader").distinct().collect()} == {"reader-1", "reader-2"}
+    per_key = Window.partitionBy("routing_key").orderBy("revision", "segment_id", "offset")
+    seq = F.get_json_object(F.col("event").cast("string"), "$.seq").cast("long")
+    assert sink.withColumn("n", F.row_number().over(per_key) - 1).where(seq != F.col("n")).count() == 0
 
     # a row written twice behind the library's back: the job reports it and fails
     row = spark.read.format("delta").load(str(events)).where(F.col("record_type") == 0).limit(1)

@@ -6,7 +6,6 @@ import json
 
 import pyspark.sql.functions as F
 
-import pravega_spark as ps
 from pravega_spark.compaction import FileExtent, plan_runs
 from tests.invariants import check_key_order, check_stream_consistent
 
@@ -25,9 +24,7 @@ def test_runs_are_consecutive_small_files_of_one_segment_up_to_the_target():
     assert [[f.path for f in run] for run in plan_runs(files, target_size=25)] == [["a", "b"], ["d", "e"], ["s1", "s2"]]
 
 
-def test_compaction_keeps_every_offset_and_event(spark, root, manager):
-    manager.create_scope("iot")
-    manager.create_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
+def test_compaction_keeps_every_offset_and_event(spark, root, manager, stream2):
     writer = manager.create_event_writer("iot", "sensors", writer_id="w")
     cuts = []
     for b in range(12):
@@ -57,13 +54,11 @@ def test_compaction_keeps_every_offset_and_event(spark, root, manager):
     check_key_order(events)
 
 
-def test_the_readmes_plain_sql_reads_what_read_events_reads(spark, root, manager):
+def test_the_readmes_plain_sql_reads_what_read_events_reads(spark, root, manager, stream2):
     """The README's SQL over the events table gives read_events' offsets and events."""
     import re
     from pathlib import Path
 
-    manager.create_scope("iot")
-    manager.create_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
     writer = manager.create_event_writer("iot", "sensors", writer_id="w")
     for b in range(3):
         writer.write_events(spark.createDataFrame([(f"key-{i % 5}", f"{b}:{i}") for i in range(30)],

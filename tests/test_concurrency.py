@@ -26,9 +26,7 @@ def spawn(*args: str) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-def test_concurrent_writers_and_scaler(spark, root, manager):
-    manager.create_scope("iot")
-    manager.create_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
+def test_concurrent_writers_and_scaler(spark, root, manager, stream2):
     writers = [f"w{i}" for i in range(4)]
     batches, per_batch = 4, 60
     procs = [spawn("append", "--root", root, "--writer", w, "--batches", str(batches),
@@ -51,11 +49,9 @@ def test_concurrent_writers_and_scaler(spark, root, manager):
 
 
 @pytest.mark.slow
-def test_writers_of_disjoint_segments_commit_without_retries(spark, root, manager):
+def test_writers_of_disjoint_segments_commit_without_retries(spark, root, manager, stream2):
     """Two writer processes, each on its own segment of one stream: no conflict, no retry
     (a write fences only the segments it appends to)."""
-    manager.create_scope("iot")
-    manager.create_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
     candidates = spark.createDataFrame([(f"key-{i}",) for i in range(64)], "k string")
     positions = candidates.select("k", ps.key_position("k").alias("p")).collect()
     halves = [[r.k for r in positions if r.p < 0.5][:6], [r.k for r in positions if r.p >= 0.5][:6]]
@@ -76,12 +72,10 @@ def test_writers_of_disjoint_segments_commit_without_retries(spark, root, manage
 
 
 @pytest.mark.slow
-def test_truncation_and_compaction_while_writers_append_and_a_scale_happens(spark, root, manager):
+def test_truncation_and_compaction_while_writers_append_and_a_scale_happens(spark, root, manager, stream2):
     """Nothing above the head is lost: the bytes truncated plus the bytes still stored are
     exactly the bytes written, every stored event is a written one, once, in order per key, while
     a compactor keeps rewriting the segments' small files."""
-    manager.create_scope("iot")
-    manager.create_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
     writers = ["w0", "w1"]
     batches, per_batch = 5, 60
     procs = [spawn("append", "--root", root, "--writer", w, "--batches", str(batches),

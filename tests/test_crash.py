@@ -15,8 +15,7 @@ from tests.test_concurrency import spawn
 
 
 def _prepare(manager, spark):
-    manager.create_scope("iot")
-    manager.create_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
+    """Events in the test's 2-segment stream (the test asks for ``stream2``)."""
     w = manager.create_event_writer("iot", "sensors", writer_id="w0")
     w.write_events(spark.createDataFrame([(f"key-{i % 8}", f"w0:0000:{i:06d}") for i in range(40)],
                                          "routing_key string, event string"))
@@ -31,7 +30,7 @@ def _killed(root, failpoint, op):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("failpoint", ["scale:after_start", "scale:after_seal", "scale:after_segments"])
-def test_scale_killed_between_commits_is_completed(spark, root, manager, failpoint):
+def test_scale_killed_between_commits_is_completed(spark, root, manager, stream2, failpoint):
     _prepare(manager, spark)
     _killed(root, failpoint, "scale")
     assert manager._store.stream_record("iot", "sensors").state == "SCALING"
@@ -54,7 +53,7 @@ def test_scale_killed_between_commits_is_completed(spark, root, manager, failpoi
 
 
 @pytest.mark.slow
-def test_seal_killed_midway_is_completed(spark, root, manager):
+def test_seal_killed_midway_is_completed(spark, root, manager, stream2):
     _prepare(manager, spark)
     _killed(root, "seal:after_start", "seal")
     assert manager._store.stream_record("iot", "sensors").state == "SEALING"
@@ -66,7 +65,7 @@ def test_seal_killed_midway_is_completed(spark, root, manager):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["failpoint", "during_commit"])
-def test_append_killed_leaves_all_or_nothing_then_retry(spark, root, manager, how):
+def test_append_killed_leaves_all_or_nothing_then_retry(spark, root, manager, stream2, how):
     _prepare(manager, spark)
     if how == "failpoint":
         proc = spawn("crash", "--root", root, "--failpoint", "append:before_commit", "--op", "append",
@@ -107,7 +106,7 @@ def test_create_killed_after_row_is_finished_by_next_operation(spark, root, mana
 
 
 @pytest.mark.slow
-def test_delete_killed_after_data_is_finished_by_retry(spark, root, manager):
+def test_delete_killed_after_data_is_finished_by_retry(spark, root, manager, stream2):
     _prepare(manager, spark)
     manager.seal_stream("iot", "sensors")
     _killed(root, "delete:after_data", "delete")
@@ -120,7 +119,7 @@ def test_delete_killed_after_data_is_finished_by_retry(spark, root, manager):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("failpoint", ["truncate:after_start", "truncate:after_segments", "truncate:after_rows"])
-def test_truncation_killed_between_commits_is_completed(spark, root, manager, failpoint):
+def test_truncation_killed_between_commits_is_completed(spark, root, manager, stream2, failpoint):
     w = _prepare(manager, spark)
     cut = w.write_events(spark.createDataFrame([(f"key-{i % 8}", f"w0:0001:{i:06d}") for i in range(40)],
                                                "routing_key string, event string")).tail_stream_cut

@@ -27,11 +27,9 @@ def _write(spark, writer, batch: int, n: int = 30):
 
 
 @pytest.fixture
-def history(spark, manager):
+def history(spark, manager, stream2):
     """A 2-segment stream through a split of 0 and a merge of its halves, with a tail cut after
     each batch: cuts[0] in epoch 0, cuts[1] in epoch 1, cuts[2] in epoch 2."""
-    manager.create_scope("iot")
-    manager.create_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
     w = manager.create_event_writer("iot", "sensors", writer_id="w")
     cuts = [_write(spark, w, 0).tail_stream_cut]
     manager.scale_stream("iot", "sensors", [0], [(0.0, 0.25), (0.25, 0.5)])

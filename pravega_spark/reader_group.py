@@ -45,6 +45,9 @@ log = logging.getLogger("pravega_spark")
 Position = Mapping  # {segment_id: offset} for a one-stream group, else {(scoped stream, segment_id): offset}
 
 
+SEEN_REFRESH = timedelta(seconds=10)  # how stale a reader's last-seen time may get before a read records it
+
+
 def now_ms() -> int:
     """The process clock in ms since the epoch (the group's times: readers seen, checkpoints)."""
     return int(time.time() * 1000)
@@ -168,8 +171,9 @@ class ReaderGroup:
         Returns:
             The ids of the readers taken offline (in one commit).
         """
-        if not isinstance(silence, timedelta) or silence <= timedelta(0):
-            raise InvalidConfigError(f"silence must be a positive timedelta, got {silence!r}")
+        if not isinstance(silence, timedelta) or silence < 2 * SEEN_REFRESH:
+            raise InvalidConfigError(f"silence must be a timedelta of at least {2 * SEEN_REFRESH} (a reader's "
+                                     f"calls are recorded every {SEEN_REFRESH} at most), got {silence!r}")
         at = self._clock() if now is None else int(now.timestamp() * 1000)
         gone: list[str] = []
 
@@ -301,7 +305,8 @@ class ReaderGroup:
         return ReaderGroupState.from_json(self._row()["state"])
 
     def _update(self, transition, what: str) -> ReaderGroupState:
-        """Apply ``transition(state) -> state`` in one commit (retried on a concurrent change)."""
+        """Apply ``transition(state) -> state`` in one commit (retried on a concurrent change); a
+        transition that changes nothing commits nothing."""
         out: list[ReaderGroupState] = []
 
         def change(row):
@@ -311,7 +316,11 @@ class ReaderGroup:
                 raise IllegalStateError(f"reader group {self.scoped_name} was reset (generation "
                                         f"{row['generation']}, this handle {self.generation}): join again")
             before = ReaderGroupState.from_json(row["state"])
-            state = replace(transition(before), revision=before.revision + 1)
+            state = transition(before)
+            if state == before:
+                out[:] = [before, before]
+                return None
+            state = replace(state, revision=before.revision + 1)
             out[:] = [before, state]
             return {**row, "state": state.to_json(), "update_time": utc_now()}
 
@@ -327,6 +336,7 @@ class EventStreamReader:
         self._group = group
         self.reader_id = reader_id
         self._streams = group.config.scoped_streams
+        self._empty: DataFrame | None = None  # the empty batch, built once
 
     def __repr__(self) -> str:
         return f"EventStreamReader({self.reader_id!r}, group={self._group.scoped_name})"
@@ -348,7 +358,8 @@ class EventStreamReader:
             if self.reader_id not in state.assigned:
                 raise IllegalStateError(f"{self!r} is offline: create a reader to join again")
             at = self._group._clock()
-            state = state.seen(self.reader_id, at)
+            if at - state.last_seen.get(self.reader_id, 0) >= _ms(SEEN_REFRESH):
+                state = state.seen(self.reader_id, at)
             if state.automatic_checkpoint_due(at, interval):
                 state, _ = state.initiate_automatic_checkpoint(at, config.max_outstanding_checkpoints)
             name = state.pending_checkpoint_for(self.reader_id)
@@ -423,6 +434,8 @@ class EventStreamReader:
         return state, ranges, versions
 
     def _events(self, ranges: Mapping, versions: Mapping[str, int]) -> DataFrame:
+        if not ranges and self._empty is not None:
+            return self._empty
         store = self._group._store
         parts = []
         for stream in self._streams if not ranges else sorted(versions):
@@ -438,6 +451,9 @@ class EventStreamReader:
         out = parts[0]
         for part in parts[1:]:
             out = out.unionByName(part)
+        if not ranges:
+            self._empty = store.spark.createDataFrame([], out.schema)
+            return self._empty
         return out
 
 

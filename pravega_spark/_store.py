@@ -121,6 +121,7 @@ class Store:
         # metadata read from a table, keyed by what was read; valid while the table's (version,
         # id) is unchanged, which costs a look at its log rather than a Spark job to check
         self._cache: dict[tuple, tuple[tuple[int, str], object]] = {}
+        self._existing: set[str] = set()  # small tables known to exist (they are never dropped)
         # (segment, offset) pairs known to be event boundaries, per events table id: a fact that
         # never changes once true, so each is checked against the data once per process
         self._boundaries: dict[str, set[tuple[int, int]]] = {}
@@ -289,8 +290,9 @@ class Store:
 
     def reader_group_row(self, scope: str, group: str) -> dict | None:
         """The group's row (no Spark job while the table is small), or None."""
-        if not _delta.exists(self.spark, self.reader_groups_path):
+        if self.reader_groups_path not in self._existing and not _delta.exists(self.spark, self.reader_groups_path):
             return None
+        self._existing.add(self.reader_groups_path)  # a table of the store, once created, stays
         rows = [r for r in self.table_rows(self.reader_groups_path, READER_GROUP_KEY, group_key(scope, group))
                 if r["scope"] == scope and r["reader_group"] == group]
         return rows[0] if rows else None

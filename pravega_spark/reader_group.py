@@ -374,7 +374,13 @@ class EventStreamReader:
             state, plan["ranges"], plan["versions"] = self._advance(state)
             return state
 
-        state = self._group._update(transition, f"read_next of {self.reader_id}")
+        # optimistic: apply the read to the state as last stored; a read that changes nothing (no
+        # new events, segments or checkpoint) ends there, without a transaction or a commit
+        stored = self._group._state()
+        if transition(stored) == stored:
+            state = stored
+        else:
+            state = self._group._update(transition, f"read_next of {self.reader_id}")
         single = len(self._streams) == 1
         position = _position(state.positions[self.reader_id], single)
         if "checkpoint" in plan:
@@ -408,14 +414,12 @@ class EventStreamReader:
         versions: dict[str, int] = {}
         for stream in sorted({ref.stream for ref in owned}):
             scope, name = stream.split("/")
-            manager._settled(scope, name)
             # the version first: a scale records its new segments before it seals the old ones,
             # so records read after it know the successors of every seal it shows
             versions[stream] = store.events_version(scope, name)
-            records = {r.segment_id: r for r in store.segment_records(scope, name)}
             mine = {ref: off for ref, off in owned.items() if ref.stream == stream}
             tails = store.segment_tails(scope, name, [ref.segment_id for ref in mine], versions[stream])
-            allowed = _within_end(list(records.values()), self._group.config.end_of(stream))
+            records: dict = {}  # read only when a segment completes
             for ref, start in sorted(mine.items()):
                 tail = tails[ref.segment_id]
                 end = state.end_offsets.get(ref)
@@ -424,6 +428,10 @@ class EventStreamReader:
                     ranges[(stream, ref.segment_id)] = (start, to)
                     state = state.record_read(self.reader_id, {ref: to})
                 elif (tail.sealed and start >= tail.length) or (end is not None and start >= end):
+                    if not records:
+                        manager._settled(scope, name)  # a scale a crash left half-done is finished first
+                        records = {r.segment_id: r for r in store.segment_records(scope, name)}
+                        allowed = _within_end(list(records.values()), self._group.config.end_of(stream))
                     record = records.get(ref.segment_id)
                     if end is None and record is not None and record.sealed_epoch is None and record.sealed_size is None:
                         raise _delta.Retry(f"{stream}: segment {ref.segment_id} sealed, its record not yet")

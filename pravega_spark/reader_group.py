@@ -420,20 +420,31 @@ class EventStreamReader:
             mine = {ref: off for ref, off in owned.items() if ref.stream == stream}
             tails = store.segment_tails(scope, name, [ref.segment_id for ref in mine], versions[stream])
             records: dict = {}  # read only when a segment completes
+            deleted: set[int] | None = None  # read only when a segment has no data left
             for ref, start in sorted(mine.items()):
                 tail = tails[ref.segment_id]
                 end = state.end_offsets.get(ref)
                 to = tail.length if end is None else min(tail.length, end)
-                if to > start:  # its completion, if this reaches the end, waits for the next call
+                truncated = False
+                if not tail.sealed and (tail.length == 0 or tail.length < start):  # empty, or deleted?
+                    if deleted is None:
+                        truncation = manager.truncation_record(scope, name)
+                        deleted = {*truncation.deleted_segments, *truncation.to_delete}
+                    truncated = ref.segment_id in deleted
+                if truncated:  # Pravega's TruncatedDataException: the reader moves on past the head
+                    log.warning("%r: segment %d of %s was truncated away at offset %d: its successors "
+                                "are read from the head", self, ref.segment_id, stream, start)
+                if to > start and not truncated:  # its completion, if this reaches the end, waits for the next call
                     ranges[(stream, ref.segment_id)] = (start, to)
                     state = state.record_read(self.reader_id, {ref: to})
-                elif (tail.sealed and start >= tail.length) or (end is not None and start >= end):
+                elif truncated or (tail.sealed and start >= tail.length) or (end is not None and start >= end):
                     if not records:
                         manager._settled(scope, name)  # a scale a crash left half-done is finished first
                         records = {r.segment_id: r for r in store.segment_records(scope, name)}
                         allowed = _within_end(list(records.values()), self._group.config.end_of(stream))
                     record = records.get(ref.segment_id)
-                    if end is None and record is not None and record.sealed_epoch is None and record.sealed_size is None:
+                    if (end is None and not truncated and record is not None and record.sealed_epoch is None
+                            and record.sealed_size is None):
                         raise _delta.Retry(f"{stream}: segment {ref.segment_id} sealed, its record not yet")
                     successors = {} if end is not None else {
                         s: p for s, p in successors_with_predecessors(list(records.values()), ref.segment_id).items()

@@ -280,3 +280,18 @@ def test_two_reader_processes_across_scaling_then_one_killed_mid_batch(spark, ma
     assert {r.reader for r in rows} == {"A", "B"} and any(r.segment_id >> 32 == 3 and r.offset == 0 for r in rows)
     _check_exactly_once_in_key_order(read, [f"{b}:{i:04d}" for b in range(written + 1) for i in range(80)])
     assert group.online_readers() == [] and group.get_stream_cuts() == {S: ps.StreamCut(S, {})}
+
+
+def test_segments_truncated_away_while_owned_are_left_for_the_head(manager, stream2, caplog):
+    _write(manager, 0)
+    manager.create_reader_group("iot", "g", ps.ReaderGroupConfig({S: "earliest"}))
+    reader = manager.reader_group("iot", "g").create_reader("r1")
+    assert reader.read_next().events.count() == 24  # owns segments 0 and 1, at their tails
+    manager.scale_stream("iot", "sensors", [0, 1], [(0.0, 0.5), (0.5, 1.0)])
+    _write(manager, 1)
+    cut = manager.tail_stream_cut("iot", "sensors")
+    _write(manager, 2)
+    manager.truncate_stream("iot", "sensors", cut)  # 0 and 1 deleted whole, batch 1 gone too
+    read = _drain(reader, 3)
+    assert "truncated away" in caplog.text
+    assert sorted(e for _, e, _, _ in read) == sorted(f"2:{i:04d}" for i in range(24))  # from the head on

@@ -30,8 +30,8 @@ def test_concurrent_writers_and_scaler(spark, root, manager, stream2):
     writers = [f"w{i}" for i in range(3)]
     batches, per_batch = 6, 60
     procs = [spawn("append", "--root", root, "--writer", w, "--batches", str(batches),
-                   "--per-batch", str(per_batch)) for w in writers]
-    procs.append(spawn("scale", "--root", root, "--scales", "2", "--delay", "8", "--pause", "4"))
+                   "--per-batch", str(per_batch), "--write-pause", "1") for w in writers]
+    procs.append(spawn("scale", "--root", root, "--scales", "2", "--after-events", "--pause", "2"))
     outputs = [p.communicate(timeout=1200) for p in procs]
     for p, (out, err) in zip(procs, outputs, strict=True):
         assert p.returncode == 0, f"worker failed:\n{out}\n{err[-3000:]}"

@@ -47,10 +47,13 @@ def run_append(m: ps.StreamManager, a) -> None:
         df = m.spark.createDataFrame(rows, "routing_key string, event string")
         result = writer.write_events(df)
         print(f"WROTE {a.writer} {b} {result.event_count} {result.version} {result.retries}", flush=True)
+        time.sleep(a.write_pause)
 
 
 def run_scale(m: ps.StreamManager, a) -> None:
     time.sleep(a.delay)
+    while a.after_events and not any(m.tail_stream_cut(a.scope, a.stream).positions.values()):
+        time.sleep(0.2)  # scale only once the writers are writing
     for i in range(a.scales):
         segs = sorted(m.segments(a.scope, a.stream, epoch=m.stream_info(a.scope, a.stream).current_epoch).collect(),
                       key=lambda s: s.key_start)
@@ -209,6 +212,8 @@ def main(argv=None) -> int:
     p.add_argument("--scales", type=int, default=2)
     p.add_argument("--delay", type=float, default=0.0)
     p.add_argument("--pause", type=float, default=1.0)
+    p.add_argument("--write-pause", type=float, default=0.0, help="append: seconds between two batches")
+    p.add_argument("--after-events", action="store_true", help="scale: wait for the first events first")
     p.add_argument("--truncations", type=int, default=2)
     p.add_argument("--cut", default="")
     p.add_argument("--failpoint", default="")

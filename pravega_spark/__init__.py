@@ -50,6 +50,7 @@ from .segments import SegmentRecord
 from .stream import StreamInfo
 from .stream_cut import StreamCut
 from .stream_manager import StreamManager
+from .streaming import StreamProgress, idempotent_delta_sink
 from .transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
 from .truncation import TruncationRecord
 from .validation import ExpectationResult, StreamValidation
@@ -71,4 +72,5 @@ __all__ = [
     "EventPointer", "LargeEventFailedError", "LargeEventReader", "LargeEventWriter", "NoSuchEventError",
     "TransientCleanup", "ExpectationResult", "StreamValidation", "ReaderGroupConfig", "StreamDataRetention", "MaxNumberOfCheckpointsExceededError",
     "ReaderGroup", "ReaderGroupNotFoundError", "EventStreamReader", "ReadBatch",
+    "StreamProgress", "idempotent_delta_sink",
 ]

@@ -194,6 +194,12 @@ def latest(spark: SparkSession, path: str) -> tuple[int, str]:
     return int(snap.version()), str(snap.metadata().id())
 
 
+def activate(spark: SparkSession) -> None:
+    """Make ``spark`` the active session of the JVM thread serving this Python thread (a
+    listener's callback thread has none, and Delta's log reads need one)."""
+    spark.sparkContext._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+
+
 def snapshot(spark: SparkSession, path: str, version: int | None = None):  # -> Snapshot JVM object
     """The table's latest snapshot, or the one at ``version`` (log reads; no Spark job)."""
     jvm = spark.sparkContext._jvm

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from . import _delta, reader
 from . import epochs as epochs_mod
 from ._failpoints import failpoint
-from ._store import Store, utc_now
+from ._store import Store, stream_key, utc_now
 from .config import StreamConfiguration
 from .errors import (
     GenerationMismatchError,
@@ -670,6 +670,146 @@ class StreamManager:
             events = events.transform(assemble_large_events)
         return events.transform(reader.select_read_columns, scope=scope, stream=stream)
 
+    def read_stream(self, scope: str, stream: str, start: CutOrName = "earliest", reader_group=None,
+                    max_bytes_per_trigger: int | str | None = None,
+                    max_files_per_trigger: int | None = None) -> DataFrame:
+        """The stream's events as a Structured Streaming DataFrame, with ``read_events``' columns.
+
+        Built on Delta's streaming source over the events table: with ``writeStream`` and a
+        checkpoint location every event is delivered exactly once across restarts (Spark's offset
+        log; use ``ps.idempotent_delta_sink`` with ``foreachBatch`` for an exactly-once Delta
+        sink). Per routing key, a micro-batch never holds an event appended after one that a later
+        micro-batch holds; within a micro-batch ``(segment_id, offset)`` order is append order.
+        Control records and staged data (open transactions, uncommitted large events) never
+        appear; a large event arrives whole. A truncation below the query's position never fails
+        it; events truncated before the query read them are skipped with a warning (it resumes at
+        the head); data files vacuumed away make the query fail, and it must be restarted with a
+        new checkpoint location.
+
+        Args:
+            scope: the stream's scope.
+            stream: the stream.
+            start: ``"earliest"`` (the head), ``"latest"`` (the tail when the query starts) or a
+                ``StreamCut`` of the stream. Used only by a new query: a restarted one continues
+                from its checkpoint.
+            reader_group: a reader group (name or handle) of ``scope`` that reads this stream and
+                whose retention type is not NONE: after each committed micro-batch its subscriber
+                cut becomes the position the query reached, so ``run_retention`` can truncate
+                behind the query.
+            max_bytes_per_trigger: rate limit (Delta's soft ``maxBytesPerTrigger``: a micro-batch
+                takes whole data files until it holds this many bytes; ``"64m"`` works too).
+                Per-key order holds across the batches it makes.
+            max_files_per_trigger: rate limit in data files per micro-batch.
+
+        Raises:
+            InvalidStreamCutError: ``start`` is not a cut of this stream.
+            TruncatedDataError: ``start`` is before the stream's head.
+            InvalidConfigError: a bad rate limit, or ``reader_group`` does not fit.
+        """
+        from . import streaming
+
+        record = self._settled(scope, stream)
+        records = self._store.segment_records(scope, stream)
+        options = streaming.source_options(start if isinstance(start, str) else "cut", max_bytes_per_trigger,
+                                           max_files_per_trigger)
+        group = self._streaming_group(record, reader_group)
+        if start == "latest":
+            start_cut = self._tail(record, records)
+        else:
+            start_cut = self._cut_resolver(record, records)(start)
+            if isinstance(start, StreamCut):
+                self._check_cuts(record, records, [start], before_probe=lambda: reader.check_read_bounds(
+                    start_cut, StreamCut.UNBOUNDED, self._head(record, records), records))
+        path = self._store.events_path(scope, stream)
+        raw = self.spark.readStream.format("delta").options(**options).load(path)
+        events = raw.transform(streaming.readable_events)
+        if start != "latest":
+            events = events.transform(streaming.from_start, cut=start_cut, records=records)
+        heads = streaming.heads_table(self._store.streams(), stream_key(scope, stream))
+        events = (events.transform(streaming.above_head, heads=heads,
+                                   name=f"{streaming.OBSERVED}:{record.scoped_name}")
+                  .transform(streaming.assemble_chunks))
+        listener = streaming.StreamListener.install(self.spark)
+        listener.register(path, streaming._Source(self, scope, stream, start_cut, group))
+        log.info("read_stream %s from %s%s", record.scoped_name, start if isinstance(start, str) else start_cut,
+                 f", publishing for reader group {group}" if group else "")
+        return events.transform(reader.select_read_columns, scope=scope, stream=stream)
+
+    def stream_progress(self, query):  # -> streaming.StreamProgress | None
+        """Where a running ``read_stream`` query is: its stream cut after the last committed
+        micro-batch and the bytes from there to the tail (``StreamProgress``), or None before its
+        first batch. Display it in a notebook to watch the lag."""
+        from . import streaming
+
+        listener = streaming.StreamListener.install(self.spark)
+        known = listener.positions.get(str(query.id))
+        progress = query.lastProgress
+        if progress is None:
+            return known
+        for src in _attr(progress, "sources"):
+            source = listener._source_of(_attr(src, "description"))
+            end = _attr(src, "endOffset")
+            if source is None or not end:
+                continue
+            cut = streaming.cut_for_offset(source, streaming.DeltaOffset.from_json(end))
+            batch = _attr(progress, "batchId")
+            unread = self.size_between(source.scope, source.stream, cut, "latest")
+            return streaming.StreamProgress(f"{source.scope}/{source.stream}", batch, cut, unread)
+        return known
+
+    def _streaming_group(self, record: StreamRecord, reader_group) -> str | None:
+        """The scoped name of the reader group a ``read_stream`` publishes for (validated)."""
+        from .reader_group import ReaderGroup
+        from .reader_group_config import StreamDataRetention
+
+        if reader_group is None:
+            return None
+        if isinstance(reader_group, ReaderGroup):
+            if reader_group.scope != record.scope:
+                raise InvalidConfigError(f"{reader_group!r} is not a group of scope {record.scope}")
+            handle = reader_group
+        elif isinstance(reader_group, str):
+            handle = self.reader_group(record.scope, reader_group)
+        else:
+            raise InvalidConfigError(f"reader_group must be a group name or ReaderGroup, got {reader_group!r}")
+        if handle.config.retention_type is StreamDataRetention.NONE:
+            raise InvalidConfigError(f"{handle!r} has retention type NONE: it publishes no cut")
+        if record.scoped_name not in handle.config.scoped_streams:
+            raise InvalidConfigError(f"{handle!r} does not read {record.scoped_name}")
+        return handle.scoped_name
+
+    def _cut_at_version(self, scope: str, stream: str, version: int) -> StreamCut:
+        """The stream's tail as of events-table version ``version``, from the log: each segment
+        that was open then (its predecessors sealed, itself not) at its length, and the sealed
+        segments of a sealed stream at theirs."""
+        record = self._settled(scope, stream)
+        records = self._store.segment_records(scope, stream)
+        gone = set()
+        if record.truncation:
+            truncation = TruncationRecord.from_json(record.truncation)
+            gone = set(truncation.deleted_segments) | set(truncation.to_delete)
+        tails = self._store.segment_tails(scope, stream, [r.segment_id for r in records if r.segment_id not in gone],
+                                          version)
+
+        def closed(sid: int) -> bool:
+            return sid in gone or tails[sid].sealed
+
+        positions = {}
+        for r in records:
+            if r.segment_id in gone or not all(closed(p) for p in predecessors(records, r.segment_id)):
+                continue
+            if tails[r.segment_id].sealed and r.sealed_epoch is not None:
+                continue
+            positions[r.segment_id] = tails[r.segment_id].length
+        cut = StreamCut(record.scoped_name, positions)
+        head = self._head(record, records)
+        return cut if stream_cut_equal_or_after(cut, head, records) else head
+
+    def _later_cut(self, scope: str, stream: str, cut: StreamCut, other: StreamCut) -> StreamCut:
+        """``cut`` unless it is before ``other``."""
+        records = self._store.segment_records(scope, stream)
+        return cut if stream_cut_equal_or_after(cut, other, records) else other
+
     # ---- writers -----------------------------------------------------------------------------
     def create_event_writer(self, scope: str, stream: str, writer_id: str | None = None,
                             **options):  # -> EventStreamWriter
@@ -1147,3 +1287,8 @@ class StreamManager:
             validate_stream_cut(cut, records, None,
                                 is_event_boundary=lambda s, o: (s, o) in known or boundary(s, o))
         known.update(pos for cut in cuts for pos in cut.positions.items())
+
+
+def _attr(obj, name: str):
+    """A field of a streaming progress object, or of its dict form."""
+    return getattr(obj, name) if hasattr(obj, name) else obj[name]

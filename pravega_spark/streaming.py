@@ -1,0 +1,416 @@
+"""Structured Streaming: a stream's events as a streaming DataFrame (``manager.read_stream``).
+
+The source is Delta's own streaming source over the stream's events table, so Spark's offset log,
+exactly-once replay and admission control come with it. This module adds what the events table
+needs on top, as DataFrame transformations:
+
+- ``readable_events``: only real segments' events and large-event chunks; control records (seal,
+  truncate) and staged manifests (open transactions) never show.
+- ``from_start``: the rows at or after the start cut (``"earliest"`` is the head).
+- ``above_head``: a stream-static join with the stream's catalog row, read again each micro-batch,
+  drops events a truncation removed after the query planned them (a query whose next data was
+  truncated resumes at the head, as Pravega's reader does after ``TruncatedDataException``); the
+  rows dropped are counted in an observed metric and logged as a warning by ``StreamListener``.
+- ``assemble_chunks``: a large event's chunks become one event inside the micro-batch holding
+  its first chunk (a stateless shuffle of the chunk rows only); chunks that a rate limit left for
+  the next batch are read from their files (they were committed together).
+
+Commit rules that keep Delta's source correct (tested): every commit that adds events is a pure
+append (appends, transaction and large-event commits); compaction and manifest removals are
+``dataChange=false`` (skipped by the source); truncation removes files, and its one mixed commit
+(a straddling file rewritten without the rows below the head) adds only rows that the source
+already delivered from the original file, so ``skipChangeCommits`` skips it correctly.
+
+Offsets. Delta's offset ``(version, index)`` maps to a stream cut (``cut_at_version``): the end
+of every segment as of the last version the batch consumed whole. ``StreamListener`` publishes it
+as the reader group's subscriber cut after each committed batch, logs warnings, and keeps each
+query's last position for ``stream_progress``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from urllib.parse import unquote, urlparse
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQueryListener
+
+from . import _delta
+from .errors import InvalidConfigError, TruncatedDataError
+from .schema import CHUNK_TYPES, RECORD_CHUNK_END, RECORD_EVENT
+from .segments import SegmentRecord, successors_with_predecessors
+from .stream_cut import StreamCut
+
+log = logging.getLogger("pravega_spark")
+
+# With only a byte limit Delta lifts its default cap of 1,000 files per batch; this byte limit is
+# never reached, so without a user limit a micro-batch never ends inside a commit.
+UNLIMITED_BYTES = "1048576g"
+OBSERVED = "pravega_spark_read"  # the observed metrics' name prefix
+_MAX_OFFSET = (1 << 63) - 1
+_VIEW = ["segment_id", "offset", "next_offset", "record_type", "routing_key", "event", "writer_id",
+         "write_time", "event_offset"]
+
+
+# ---- source --------------------------------------------------------------------------------------
+def source_options(start: str, max_bytes_per_trigger: int | str | None = None,
+                   max_files_per_trigger: int | None = None) -> dict[str, str]:
+    """Delta source options: change commits skipped (truncation's), the rate limit, the start."""
+    options = {"skipChangeCommits": "true"}
+    if max_bytes_per_trigger is None and max_files_per_trigger is None:
+        options["maxBytesPerTrigger"] = UNLIMITED_BYTES
+    if max_bytes_per_trigger is not None:
+        if isinstance(max_bytes_per_trigger, bool) or not isinstance(max_bytes_per_trigger, (int, str)) or (
+                isinstance(max_bytes_per_trigger, int) and max_bytes_per_trigger <= 0):
+            raise InvalidConfigError(f"max_bytes_per_trigger must be a positive number of bytes, "
+                                     f"got {max_bytes_per_trigger!r}")
+        options["maxBytesPerTrigger"] = str(max_bytes_per_trigger)
+    if max_files_per_trigger is not None:
+        if isinstance(max_files_per_trigger, bool) or not isinstance(max_files_per_trigger, int) or \
+                max_files_per_trigger <= 0:
+            raise InvalidConfigError(f"max_files_per_trigger must be a positive int, got {max_files_per_trigger!r}")
+        options["maxFilesPerTrigger"] = str(max_files_per_trigger)
+    if start == "latest":
+        options["startingVersion"] = "latest"
+    return options
+
+
+def readable_events(raw: DataFrame) -> DataFrame:
+    """The events view (absolute offsets) of a raw events-table DataFrame, keeping only real
+    segments' events and large-event chunks, with the file each row came from (``__file``)."""
+    types = ", ".join(str(t) for t in (RECORD_EVENT, *CHUNK_TYPES))
+    return raw.selectExpr("*", "input_file_name() AS __file").where(
+        f"segment_id >= 0 AND record_type IN ({types})").selectExpr("segment_id", "base_offset + rel_offset AS offset", "base_offset + rel_next_offset AS next_offset",
+        "record_type", "routing_key", "event", "writer_id", "write_time",
+        "base_offset + rel_event_offset AS event_offset", "__file")
+
+
+def before_cut(cut: StreamCut, records: Sequence[SegmentRecord]) -> list[int]:
+    """The segments wholly before ``cut``: every known segment that is neither in the cut nor a
+    (transitive) successor of one of its segments. Segments created later are all after it."""
+    after = set(cut.positions)
+    todo = list(after)
+    while todo:
+        for succ in successors_with_predecessors(records, todo.pop()):
+            if succ not in after:
+                after.add(succ)
+                todo.append(succ)
+    return sorted(r.segment_id for r in records if r.segment_id not in after)
+
+
+def from_start(events: DataFrame, *, cut: StreamCut, records: Sequence[SegmentRecord]) -> DataFrame:
+    """The rows at or after ``cut``: none of the segments before it, none below its offsets."""
+    conditions = []
+    before = before_cut(cut, records)
+    if before:
+        conditions.append(f"segment_id NOT IN ({', '.join(str(s) for s in before)})")
+    below = [f"(segment_id = {int(s)} AND offset < {int(o)})" for s, o in sorted(cut.positions.items()) if o > 0]
+    if below:
+        conditions.append(f"NOT ({' OR '.join(below)})")
+    return events.where(" AND ".join(conditions)) if conditions else events
+
+
+def head_offsets(head_text: str | None, truncation_json: str | None) -> list[tuple[int, int]]:
+    """``(segment_id, first readable offset)`` pairs from a stream row's head and truncation
+    record: each head segment at its offset, each segment a truncation deleted (or is deleting)
+    at "never"."""
+    out: dict[int, int] = {}
+    if truncation_json:
+        data = json.loads(truncation_json)
+        for sid in list(data.get("deleted_segments", [])) + list(data.get("to_delete", [])):
+            out[int(sid)] = _MAX_OFFSET
+    if head_text:
+        for sid, offset in StreamCut.from_text(head_text).positions.items():
+            out[int(sid)] = max(int(offset), 0)
+    return sorted(out.items())
+
+
+def heads_table(streams: DataFrame, key: str) -> DataFrame:
+    """A static DataFrame of the stream's head as ``(__sid, __head)`` rows, from its catalog
+    partition: re-read by every micro-batch of a stream-static join."""
+    parse = F.udf(lambda h, t: head_offsets(h, t), "array<struct<sid:bigint, head:bigint>>")
+    return (streams.where(F.col("stream_key") == key)
+            .select(F.explode(parse("head_stream_cut", "truncation")).alias("h"))
+            .select(F.col("h.sid").alias("__sid"), F.col("h.head").alias("__head")))
+
+
+def above_head(events: DataFrame, *, heads: DataFrame, name: str) -> DataFrame:
+    """Drops the rows below the stream's current head (``heads``, re-read each micro-batch),
+    counting them in the observed metric ``name`` (``truncated_rows``) with the batch's rows."""
+    joined = events.join(F.broadcast(heads), F.col("segment_id") == F.col("__sid"), "left")
+    below = F.col("__head").isNotNull() & (F.col("offset") < F.col("__head"))
+    observed = joined.observe(name, F.count(F.lit(1)).alias("rows"),
+                              F.sum(below.cast("long")).alias("truncated_rows"))
+    return observed.where(~below).drop("__sid", "__head")
+
+
+# ---- large events inside a micro-batch ---------------------------------------------------------
+def assemble_chunks(events: DataFrame) -> DataFrame:
+    """Each large event as one row, in the micro-batch holding its first chunk.
+
+    The chunk rows (only those) are shuffled by event, and each event's chunks are joined in
+    Python (``mapInArrow``). A rate limit can end a batch inside a large event's commit: the
+    batch with the first chunk then reads the others from their files (committed with it, in the
+    event's own directory), and chunks without their first one are dropped (already delivered).
+    """
+    is_chunk = F.col("record_type").isin(*CHUNK_TYPES)
+    chunks = events.where(is_chunk)
+    assembled = (chunks.repartition("segment_id", "event_offset")
+                 .mapInArrow(_assemble_batches, chunks.schema))
+    return events.where(~is_chunk).unionByName(assembled)
+
+
+def _assemble_batches(batches: Iterator) -> Iterator:
+    import pyarrow as pa
+
+    rows: dict[tuple[int, int], list[dict]] = {}
+    schema = None
+    for batch in batches:
+        schema = batch.schema
+        for row in batch.to_pylist():
+            rows.setdefault((row["segment_id"], row["event_offset"]), []).append(row)
+    out = [e for e in (_assemble_event(chunks) for _, chunks in sorted(rows.items())) if e is not None]
+    if out and schema is not None:
+        yield pa.RecordBatch.from_pylist(out, schema=schema)
+
+
+def _assemble_event(chunks: list[dict]) -> dict | None:
+    """One event's row from its chunk rows (sorted here), or None if its first chunk is not
+    among them. Missing later chunks are read from the first chunk's directory."""
+    chunks = sorted(chunks, key=lambda r: r["offset"])
+    first = chunks[0]
+    if first["offset"] != first["event_offset"]:
+        return None  # the first chunk was in an earlier batch, which delivered the event
+    if not _complete(chunks):
+        chunks = _chunks_from_files(first)
+    event = dict(first)
+    event["event"] = b"".join(c["event"] for c in chunks)
+    event["offset"] = first["event_offset"]
+    event["next_offset"] = chunks[-1]["next_offset"]
+    event["record_type"] = RECORD_EVENT
+    return event
+
+
+def _complete(chunks: list[dict]) -> bool:
+    return (chunks[-1]["record_type"] == RECORD_CHUNK_END
+            and all(a["next_offset"] == b["offset"] for a, b in zip(chunks, chunks[1:])))
+
+
+def _chunks_from_files(first: dict) -> list[dict]:
+    """All chunks of ``first``'s event, from the files in its directory (each chunk file knows
+    its place in the event: ``-rel_event_offset``)."""
+    import pyarrow.parquet as pq
+
+    url = urlparse(first["__file"])
+    if url.scheme not in ("", "file"):
+        raise TruncatedDataError(f"a large event at segment {first['segment_id']} offset {first['event_offset']} "
+                                 "was split by the rate limit and its chunks are on a store Python tasks cannot "
+                                 "open: raise max_bytes_per_trigger above the largest event")
+    folder = os.path.dirname(unquote(url.path))
+    found = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".parquet"):
+            for r in pq.read_table(os.path.join(folder, name)).to_pylist():
+                start = -r["rel_event_offset"]
+                found[start] = dict(first, offset=first["event_offset"] + start,
+                                    next_offset=first["event_offset"] + start + r["rel_next_offset"] - r["rel_offset"],
+                                    record_type=r["record_type"], event=r["event"])
+    chunks = [found[k] for k in sorted(found)]
+    if not chunks or chunks[0]["offset"] != first["event_offset"] or not _complete(chunks):
+        raise TruncatedDataError(f"the chunks of the large event at segment {first['segment_id']} offset "
+                                 f"{first['event_offset']} are gone (vacuumed?): restart the query from a new "
+                                 "checkpoint at manager.stream_info(...).head_stream_cut")
+    return chunks
+
+
+# ---- offsets and cuts --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DeltaOffset:
+    """Delta's streaming offset: ``version``, the file ``index`` inside it (-1: none yet), and
+    whether it is inside the initial snapshot taken at ``version``."""
+
+    version: int
+    index: int
+    snapshot: bool
+
+    @classmethod
+    def from_json(cls, text: str | dict) -> DeltaOffset:
+        if isinstance(text, str):
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError:  # the dict's repr in some PySpark progress objects
+                import ast
+                data = ast.literal_eval(text)
+        else:
+            data = text
+        return cls(int(data["reservoirVersion"]), int(data["index"]), bool(data.get("isStartingVersion", False)))
+
+    def consumed_version(self) -> int | None:
+        """The last events-table version whose commits the query has consumed whole (None:
+        the initial snapshot is not done yet)."""
+        if self.snapshot:
+            return None
+        return self.version - 1
+
+
+@dataclass(frozen=True)
+class StreamProgress:
+    """Where a streaming query reading a stream is: ``stream_cut`` (its position after the last
+    committed micro-batch), ``unread_bytes`` (from there to the tail) and the ``batch_id``."""
+
+    stream: str
+    batch_id: int
+    stream_cut: StreamCut
+    unread_bytes: int
+
+    def __repr__(self) -> str:
+        return (f"StreamProgress({self.stream}, batch {self.batch_id}, {self.unread_bytes} bytes unread, "
+                f"cut={self.stream_cut.positions})")
+
+
+# ---- the listener ------------------------------------------------------------------------------
+@dataclass
+class _Source:
+    manager: object
+    scope: str
+    stream: str
+    start: StreamCut
+    group: str | None
+
+
+class StreamListener(StreamingQueryListener):
+    """One per SparkSession: after each micro-batch of a ``read_stream`` query, publishes the
+    reader group's subscriber cut, logs truncation warnings, and keeps the query's position."""
+
+    _lock = threading.Lock()
+    _installed: dict[int, StreamListener] = {}
+
+    def __init__(self) -> None:
+        self.sources: dict[str, _Source] = {}
+        self.positions: dict[str, StreamProgress] = {}
+
+    @classmethod
+    def install(cls, spark) -> StreamListener:
+        with cls._lock:
+            key = id(spark._jsparkSession) if hasattr(spark, "_jsparkSession") else id(spark)
+            listener = cls._installed.get(key)
+            if listener is None:
+                listener = cls._installed[key] = StreamListener()
+                spark.streams.addListener(listener)
+            return listener
+
+    def register(self, events_path: str, source: _Source) -> None:
+        self.sources[events_path.rstrip("/")] = source
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        if event.exception and "FAILED_READ_FILE" in event.exception:
+            log.error("streaming query %s failed reading a file that is gone (truncated and vacuumed, or "
+                      "compacted and vacuumed): restart it with a new checkpoint location, from the stream's "
+                      "head (start='earliest') or a stream cut", event.id)
+
+    def onQueryProgress(self, event) -> None:
+        try:
+            self.progress(event.progress)
+        except Exception:  # a listener must never kill the listener bus
+            log.exception("pravega_spark could not handle the progress of query %s", event.progress.id)
+
+    def progress(self, progress) -> None:
+        for src in progress.sources:
+            source = self._source_of(src.description)
+            if source is None or not src.endOffset:
+                continue
+            _delta.activate(source.manager.spark)
+            cut = cut_for_offset(source, DeltaOffset.from_json(src.endOffset))
+            name = f"{source.scope}/{source.stream}"
+            truncated = _observed(progress, name)
+            if truncated:
+                log.warning("query %s batch %d: %d events of %s were truncated before it read them: it resumes "
+                            "at the head", progress.id, progress.batchId, truncated, name)
+            manager = source.manager
+            unread = manager.size_between(source.scope, source.stream, cut, "latest")
+            self.positions[str(progress.id)] = StreamProgress(name, progress.batchId, cut, unread)
+            if source.group is not None:
+                publish(manager, source.group, name, cut)
+
+    def _source_of(self, description: str) -> _Source | None:
+        if not description.startswith("DeltaSource["):
+            return None
+        return self.sources.get(description[len("DeltaSource["):-1].rstrip("/"))
+
+
+def _observed(progress, name: str) -> int:
+    metrics = getattr(progress, "observedMetrics", None) or {}
+    row = metrics.get(f"{OBSERVED}:{name}")
+    if row is None:
+        return 0
+    return int(row["truncated_rows"] or 0)
+
+
+def cut_for_offset(source: _Source, offset: DeltaOffset) -> StreamCut:
+    """The stream cut a query at ``offset`` has reached: the stream's tail as of the last version
+    it consumed whole, never before its start cut or the head."""
+    version = offset.consumed_version()
+    if version is None:
+        return source.start
+    cut = source.manager._cut_at_version(source.scope, source.stream, version)
+    return source.manager._later_cut(source.scope, source.stream, cut, source.start)
+
+
+def publish(manager, group: str, stream: str, cut: StreamCut) -> None:
+    """Publish ``cut`` as reader group ``group``'s subscriber cut of ``stream`` if it moves it
+    forward (a replayed batch reaches an older or equal cut: nothing changes)."""
+    from .errors import StreamCutBehindError
+
+    scope, name = group.split("/", 1)
+    handle = manager.reader_group(scope, name)
+    try:
+        manager.update_subscriber_stream_cut(*stream.split("/"), handle.scoped_name, handle.generation, cut)
+    except StreamCutBehindError:
+        return
+    log.info("%r published %s at %s", handle, stream, cut.positions)
+
+
+# ---- sinks -------------------------------------------------------------------------------------
+def idempotent_delta_sink(path: str, app_id: str, **write_options):
+    """A ``foreachBatch`` function that appends each micro-batch to the Delta table at ``path``
+    exactly once: Delta's idempotent writes (``txnAppId=app_id``, ``txnVersion=batch_id``) skip
+    a batch that Spark replays after a failure.
+
+    Use a new ``app_id`` with a new checkpoint location (batch ids start again at 0). A batch
+    whose data files were vacuumed away raises ``TruncatedDataError``.
+
+    Example:
+        >>> query = (manager.read_stream("iot", "sensors").writeStream
+        ...          .foreachBatch(ps.idempotent_delta_sink("/lake/sensors_copy", "sensors-copy"))
+        ...          .option("checkpointLocation", "/lake/_checkpoints/sensors-copy").start())
+    """
+    if not isinstance(app_id, str) or not app_id:
+        raise InvalidConfigError(f"app_id must be a non-empty string, got {app_id!r}")
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        writer = (batch.write.format("delta").mode("append").option("txnAppId", app_id)
+                  .option("txnVersion", int(batch_id)).options(**write_options))
+        try:
+            writer.save(path)
+        except Exception as e:  # Spark's error for a data file that is gone
+            if "FAILED_READ_FILE" in str(e) or "FileNotFoundException" in str(e):
+                raise TruncatedDataError(
+                    f"micro-batch {batch_id} reads data files that are gone (truncated or compacted, then "
+                    "vacuumed): restart the query with a new checkpoint location from the stream's head "
+                    "(start='earliest') or a stream cut, and a new app_id") from e
+            raise
+        log.info("batch %d written to %s (txnAppId %s)", batch_id, path, app_id)
+
+    return write

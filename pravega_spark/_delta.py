@@ -13,7 +13,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -390,14 +390,35 @@ def summarize_snapshot(spark: SparkSession, snap, column: str, values: list[int]
     return {int(r["p"]): PartitionSummary(int(r["end"]), r["low"], r["high"]) for r in rows}
 
 
-def placed(add, values: dict[str, int | str], data_change: bool = True):
+def placed(add, values: dict[str, int | str], data_change: bool = True, modification_time: int | None = None):
     """The add action ``add`` (of a file written but not committed, or committed elsewhere) with
     these partition values set: a file's base offset is fixed this way, at commit, without
-    touching its bytes. Delta reads partition values from the log, never from the path."""
+    touching its bytes. Delta reads partition values from the log, never from the path.
+
+    ``modification_time`` (ms) replaces the file's: Delta's streaming source orders a table's
+    initial snapshot by it, so commits set it in append order (``commit_times``)."""
     entry = json.loads(add.json())["add"]
     entry["partitionValues"] = {**entry["partitionValues"], **{k: str(v) for k, v in values.items()}}
     entry["dataChange"] = data_change
+    if modification_time is not None:
+        entry["modificationTime"] = int(modification_time)
     return add_from_json(json.dumps(entry))
+
+
+def commit_times(segment_bases: Sequence[tuple[int, int]]) -> list[int]:
+    """Modification times (ms) for the files a commit adds, given each file's ``(segment_id,
+    base_offset)``: the commit's clock plus the file's rank among the commit's files of its
+    segment, so within a segment later offsets get later times, in this commit and (commits to
+    a segment being at least a commit's round trip apart) across commits. Delta's streaming
+    source then reads an initial snapshot in append order even when a rate limit splits it."""
+    now = int(time.time() * 1000)
+    times = [0] * len(segment_bases)
+    rank: dict[int, int] = {}
+    for i in sorted(range(len(segment_bases)), key=lambda i: segment_bases[i]):
+        sid = segment_bases[i][0]
+        times[i] = now + rank.get(sid, 0)
+        rank[sid] = rank.get(sid, 0) + 1
+    return times
 
 
 def add_json(add) -> str:

@@ -528,7 +528,14 @@ class Store:
             keep = " OR ".join(f"(segment_id = {s} AND base_offset + rel_offset >= {o})"
                                for s, o in sorted(below.items()) if o is not None)
             # the rows kept keep their file's base and end (partition values): offsets unchanged
-            actions, kept = txn.write(txn.read_files(straddling).where(keep), EVENTS_PARTITIONS)
+            _, kept = txn.write(txn.read_files(straddling).where(keep), EVENTS_PARTITIONS)
+            # each rewritten file keeps its original's time (Delta's streaming source orders a
+            # snapshot by it: see ``_delta.commit_times``)
+            times = {(int(_delta.partition_value(f, EVENTS_PARTITION)), int(_delta.partition_value(f, "base_offset"))):
+                     int(f.modificationTime()) for f in straddling}
+            actions = [_delta.placed(k.action, {}, modification_time=times.get(
+                (int(_delta.partition_value(k.action, EVENTS_PARTITION)), int(_delta.partition_value(k.action, "base_offset")))))
+                for k in kept]
         copied = sum(f.num_records for f in kept)
         metrics = {"numRemovedFiles": len(removed) + len(straddling), "numAddedFiles": len(kept),
                    "numCopiedRows": copied,

@@ -130,7 +130,13 @@ def compact(spark, events_path: str, segment_ids: Sequence[int] | None = None,
             rows = rows.unionByName(part)
         # one task (so one file) per run
         _, added = txn.write(rows.repartition(len(runs), "segment_id", "base_offset"), EVENTS_PARTITIONS)
-        adds = [_delta.placed(f.action, {}, data_change=False) for f in added]
+        # each run's file keeps the earliest time of the files it replaces: Delta's streaming
+        # source orders a snapshot by modification time (see ``_delta.commit_times``)
+        first_time = {(run[0].segment_id, run[0].base_offset): min(int(by_path[f.path].modificationTime()) for f in run)
+                      for run in runs}
+        adds = [_delta.placed(f.action, {}, data_change=False, modification_time=first_time.get(
+            (int(_delta.partition_value(f.action, EVENTS_PARTITION)), int(_delta.partition_value(f.action, "base_offset")))))
+            for f in added]
         version = txn.commit(adds, EVENTS_PARTITIONS, txn.removals(inputs, data_change=False))
         return CompactionResult(version, len(runs), len(inputs), len(added), sum(int(f.size()) for f in inputs))
 

@@ -396,11 +396,13 @@ class LargeEventWriter(io.RawIOBase):
             raise LargeEventFailedError(f"{self!r}: its staged chunks are gone (found {len(found)} of "
                                         f"{len(self._staged)}); it was aborted")
         adds = []
-        for position in self._staged:  # metadata only: each chunk file gets its place in the segment
-            size, add = self._chunks[position]
-            start, end = chunk_framing(tail, position, size)
-            adds.append(_delta.placed(_delta.add_from_json(add),
-                                      {EVENTS_PARTITION: target, "base_offset": start, "end_offset": end}))
+        places = [chunk_framing(tail, position, self._chunks[position][0]) for position in self._staged]
+        times = _delta.commit_times([(target, start) for start, _ in places])
+        for position, (start, end), t in zip(self._staged, places, times, strict=True):
+            # metadata only: each chunk file gets its place in the segment, in offset order
+            adds.append(_delta.placed(_delta.add_from_json(self._chunks[position][1]),
+                                      {EVENTS_PARTITION: target, "base_offset": start, "end_offset": end},
+                                      modification_time=t))
         failpoint("large:before_commit")
         version = txn.commit(adds, EVENTS_PARTITIONS, [txn.set_app_version(self._app, _COMMITTED)])
         failpoint("large:after_commit")

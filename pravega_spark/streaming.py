@@ -199,7 +199,7 @@ def _assemble_event(chunks: list[dict]) -> dict | None:
 
 def _complete(chunks: list[dict]) -> bool:
     return (chunks[-1]["record_type"] == RECORD_CHUNK_END
-            and all(a["next_offset"] == b["offset"] for a, b in zip(chunks, chunks[1:])))
+            and all(a["next_offset"] == b["offset"] for a, b in zip(chunks, chunks[1:], strict=False)))
 
 
 def _chunks_from_files(first: dict) -> list[dict]:

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 from collections import defaultdict
+from datetime import timedelta
 
 import pytest
 
 import pravega_spark as ps
 from pravega_spark import streaming
 from tests.conftest import eventually
+from tests.test_concurrency import spawn
 
 SCOPE, STREAM = "iot", "sensors"
 
@@ -38,7 +41,7 @@ class Batches:
     def check_key_order(self) -> None:
         """Per key, ordering by (batch, segment, offset) gives the writers' sequence numbers in order."""
         by_key = defaultdict(list)
-        for batch_id, key, event, sid, offset in sorted(self.rows, key=lambda r: (r[0], r[3], r[4])):
+        for _, key, event, _, _ in sorted(self.rows, key=lambda r: (r[0], r[3], r[4])):
             if key is not None and event[:1] != b"L":
                 by_key[key].append(int(event.split(b":")[1]))
         for key, seqs in by_key.items():
@@ -94,3 +97,147 @@ def test_a_running_query_across_split_merge_transactions_and_large_events(manage
     sink.check_key_order()
     progress = manager.stream_progress(query)
     assert progress.unread_bytes == 0 and progress.stream_cut == manager.tail_stream_cut(SCOPE, STREAM)
+
+
+def check_commit_rules(events_path: str) -> None:
+    """Delta's source needs these of every events-table commit: one that adds events (data files
+    of real segments, ``dataChange=true``) removes nothing with ``dataChange=true``, except a
+    truncation's DELETE (skipped by ``skipChangeCommits``: its adds are rows already delivered)."""
+    log_dir = os.path.join(events_path.replace("file:", ""), "_delta_log")
+    for name in sorted(n for n in os.listdir(log_dir) if n.endswith(".json")):
+        actions = [json.loads(line) for line in open(os.path.join(log_dir, name))]
+        adds = [a["add"] for a in actions if "add" in a and a["add"]["dataChange"]
+                and int(a["add"]["partitionValues"]["segment_id"]) >= 0]
+        removes = [a["remove"] for a in actions if "remove" in a and a["remove"].get("dataChange", True)]
+        operation = next(a["commitInfo"]["operation"] for a in actions if "commitInfo" in a)
+        assert not (adds and removes) or operation == "DELETE", f"commit {name} ({operation}) mixes adds and removes"
+
+
+def test_rate_limited_runs_keep_key_order_from_a_start_cut_and_from_latest(manager, stream2, tmp_path):
+    """A rate limit splits the snapshot (including a transaction whose files were written before
+    the appends committed ahead of it, and a large event) into several batches in append order."""
+    txn = manager.create_transactional_writer(SCOPE, STREAM, "tw").begin_txn()
+    txn.write_events(manager.spark.createDataFrame([("k1", "k1:900000"), ("k2", "k2:900001")],
+                                                   "routing_key string, event string"))
+    expected = _write(manager, 0, 40)
+    cut = manager.tail_stream_cut(SCOPE, STREAM)
+    after_cut = _write(manager, 40, 40)
+    txn.commit()
+    after_cut += [b"k1:900000", b"k2:900001"] + _write(manager, 1000000, 16)
+    big = b"L" + os.urandom(2500)
+    with manager.create_event_writer(SCOPE, STREAM, "lw").stream_event("k3", chunk_size=1024) as large:
+        large.write(big)
+        large.commit()  # three chunk files: a two-file limit splits them
+    after_cut += [big] + _write(manager, 2000000, 16)
+    limited = Batches()
+    _run(manager, limited, str(tmp_path / "ck1"), max_files_per_trigger=2)
+    assert sorted(limited.events()) == sorted(expected + after_cut) and len(limited.sizes) >= 6
+    limited.check_key_order()
+    from_cut = Batches()
+    _run(manager, from_cut, str(tmp_path / "ck2"), start=cut, max_bytes_per_trigger=2048)
+    assert sorted(from_cut.events()) == sorted(after_cut) and len(from_cut.sizes) >= 3
+    from_cut.check_key_order()
+    latest = Batches()
+    _run(manager, latest, str(tmp_path / "ck3"), start="latest")
+    assert latest.events() == []
+    new = _write(manager, 3000000, 8)
+    _run(manager, latest, str(tmp_path / "ck3"), start="latest")
+    assert sorted(latest.events()) == sorted(new)
+    check_commit_rules(manager._store.events_path(SCOPE, STREAM))
+
+
+def test_group_cut_follows_the_query_and_drives_retention_truncation_and_vacuum(manager, stream2, tmp_path):
+    manager.update_stream(SCOPE, STREAM, ps.StreamConfiguration(
+        scaling_policy=ps.ScalingPolicy.fixed(2), retention_policy=ps.RetentionPolicy.by_size_bytes(0)))
+    manager.create_reader_group(SCOPE, "g", ps.ReaderGroupConfig(
+        {f"{SCOPE}/{STREAM}": "earliest"}, retention_type=ps.StreamDataRetention.MANUAL_RELEASE_AT_USER_STREAMCUT))
+    a = _write(manager, 0, 40)
+    reached = manager.tail_stream_cut(SCOPE, STREAM)
+    group_sink, behind_sink = Batches(), Batches()
+    _run(manager, group_sink, str(tmp_path / "ck"), reader_group="g")
+    _run(manager, behind_sink, str(tmp_path / "ck-behind"))  # a second query, without a group
+    assert sorted(group_sink.events()) == sorted(a) == sorted(behind_sink.events())
+
+    def published():
+        rows = manager.subscribers(SCOPE, STREAM).collect()
+        return {e.segment_id: e.offset for e in rows[0].stream_cut} if rows else {}
+
+    eventually(lambda: published() == dict(reached.positions), timeout=30)
+    b = _write(manager, 40, 40)  # beyond the group's cut: retention must keep it
+    run = [o for o in manager.run_retention(scope=SCOPE, stream=STREAM)][0]
+    assert run.truncated_at == reached and manager.head_stream_cut(SCOPE, STREAM) == reached
+    c1 = _write(manager, 80, 40)
+    head = manager.tail_stream_cut(SCOPE, STREAM)
+    c2 = _write(manager, 120, 40)
+    manager.truncate_stream(SCOPE, STREAM, head)  # b and c1 go before the group's query reads them
+    query = _run(manager, group_sink, str(tmp_path / "ck"), reader_group="g")  # resumes at the head
+    assert sorted(group_sink.events()) == sorted(a + c2)
+    assert query.lastProgress.observedMetrics[f"{streaming.OBSERVED}:{SCOPE}/{STREAM}"]["truncated_rows"] == 80
+    eventually(lambda: published() == dict(manager.tail_stream_cut(SCOPE, STREAM).positions), timeout=30)
+    assert not set(b + c1) & set(manager.read_events(SCOPE, STREAM).toPandas()["event"].map(bytes))
+    manager.vacuum(SCOPE, STREAM, retention=timedelta(0))  # b's and c1's files are gone
+    with pytest.raises(Exception, match="TruncatedDataError") as failed:
+        query = (manager.read_stream(SCOPE, STREAM).writeStream
+                 .foreachBatch(ps.idempotent_delta_sink(str(tmp_path / "behind"), "behind"))
+                 .option("checkpointLocation", str(tmp_path / "ck-behind")).trigger(availableNow=True).start())
+        query.awaitTermination()
+    assert "restart the query with a new checkpoint location" in str(failed.value)
+    check_commit_rules(manager._store.events_path(SCOPE, STREAM))
+
+
+def test_bad_read_stream_arguments_are_refused(manager, stream2):
+    _write(manager, 0, 8)
+    head = manager.head_stream_cut(SCOPE, STREAM)
+    with pytest.raises(ps.InvalidStreamCutError):
+        manager.read_stream(SCOPE, STREAM, start=ps.StreamCut("iot/other", dict(head.positions)))
+    with pytest.raises(ps.InvalidStreamCutError):
+        manager.read_stream(SCOPE, STREAM, start="newest")
+    with pytest.raises(ps.InvalidConfigError):
+        manager.read_stream(SCOPE, STREAM, max_bytes_per_trigger=0)
+    with pytest.raises(ps.InvalidConfigError):
+        manager.read_stream(SCOPE, STREAM, max_files_per_trigger=-1)
+    manager.create_reader_group(SCOPE, "none", ps.ReaderGroupConfig({f"{SCOPE}/{STREAM}": "earliest"}))
+    with pytest.raises(ps.InvalidConfigError, match="NONE"):
+        manager.read_stream(SCOPE, STREAM, reader_group="none")
+    with pytest.raises(ps.ReaderGroupNotFoundError):
+        manager.read_stream(SCOPE, STREAM, reader_group="missing")
+    with pytest.raises(ps.StreamNotFoundError):
+        manager.read_stream(SCOPE, "missing")
+    tail = manager.tail_stream_cut(SCOPE, STREAM)
+    manager.truncate_stream(SCOPE, STREAM, tail)
+    with pytest.raises(ps.TruncatedDataError):
+        manager.read_stream(SCOPE, STREAM, start=head)
+
+
+@pytest.mark.slow
+def test_a_query_process_killed_mid_batch_then_restarted_delivers_each_event_once(manager, stream2, tmp_path):
+    """The worker's query writes a batch to the sink, then is SIGKILLed before Spark commits it:
+    the restarted query replays that batch (the sink skips it) and goes on, exactly once."""
+    expected = []
+    for i in range(4):
+        expected += _write(manager, 40 * i, 40)
+    stall, sink, checkpoint = tmp_path / "stall", str(tmp_path / "sink"), str(tmp_path / "ck")
+    proc = spawn("read-stream", "--root", manager.root, "--sink", sink, "--checkpoint", checkpoint,
+                 "--stall-file", str(stall))
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("WROTE 1"):
+                stall.touch()  # the next batch stalls after its write
+            if line.startswith("STALLED"):
+                break
+        assert lines and lines[-1].startswith("STALLED"), "".join(lines) + proc.stderr.read()[-3000:]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    written = manager.spark.read.format("delta").load(sink).count()
+    assert 0 < written < len(expected)  # killed part-way
+    expected += _write(manager, 1000, 40)
+    query = (manager.read_stream(SCOPE, STREAM).writeStream.foreachBatch(ps.idempotent_delta_sink(sink, "copy"))
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    query.awaitTermination()
+    got = [bytes(r.event) for r in manager.spark.read.format("delta").load(sink).select("event").collect()]
+    assert sorted(got) == sorted(expected)  # each event exactly once

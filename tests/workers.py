@@ -10,6 +10,7 @@
     python -m tests.workers large-stage --root R --scope S --stream T --writer W --size BYTES
     python -m tests.workers compact --root R --scope S --stream T --rounds M --pause P
     python -m tests.workers read-group --root R --scope S --group G --reader ID --sink PATH [--stall-after N | --stall-file F]
+    python -m tests.workers read-stream --root R --scope S --stream T --sink PATH --checkpoint C --stall-file F
 
 A crash run sets PRAVEGA_SPARK_FAILPOINT so the library SIGKILLs the process at that point.
 """
@@ -197,10 +198,28 @@ def run_crash(m: ps.StreamManager, a) -> None:
     print("NOT KILLED", flush=True)
 
 
+def run_read_stream(m: ps.StreamManager, a) -> None:
+    """A read_stream query into an idempotent Delta sink; once ``--stall-file`` exists, a batch
+    that has been written to the sink (but not yet committed by Spark) stalls until killed."""
+    sink = ps.idempotent_delta_sink(a.sink, "copy")
+
+    def write(df, batch_id: int) -> None:
+        sink(df, batch_id)
+        print(f"WROTE {batch_id}", flush=True)
+        if a.stall_file and os.path.exists(a.stall_file):
+            print("STALLED", flush=True)
+            time.sleep(3600)
+
+    query = (m.read_stream(a.scope, a.stream, max_files_per_trigger=2).writeStream.foreachBatch(write)
+             .option("checkpointLocation", a.checkpoint).trigger(processingTime="200 milliseconds").start())
+    query.awaitTermination()
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("command", choices=["append", "scale", "truncate", "crash", "txn-commit", "txn-timeout",
-                                       "idempotent-append", "large-stage", "compact", "read-group"])
+                                       "idempotent-append", "large-stage", "compact", "read-group",
+                                       "read-stream"])
     p.add_argument("--root", required=True)
     p.add_argument("--scope", default="iot")
     p.add_argument("--stream", default="sensors")
@@ -227,12 +246,13 @@ def main(argv=None) -> int:
     p.add_argument("--sink", default="")
     p.add_argument("--stall-after", type=int, default=0)
     p.add_argument("--stall-file", default="", help="stall once this file exists")
+    p.add_argument("--checkpoint", default="")
     a = p.parse_args(argv)
     m = ps.StreamManager(ps.spark_session(**CONF), a.root)
     {"append": run_append, "scale": run_scale, "truncate": run_truncate, "crash": run_crash,
      "txn-commit": run_txn_commit, "txn-timeout": run_txn_timeout,
      "idempotent-append": run_idempotent_append, "large-stage": run_large_stage,
-     "compact": run_compact, "read-group": run_read_group}[a.command](m, a)
+     "compact": run_compact, "read-group": run_read_group, "read-stream": run_read_stream}[a.command](m, a)
     return 0
 
 

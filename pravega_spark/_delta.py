@@ -197,7 +197,10 @@ def latest(spark: SparkSession, path: str) -> tuple[int, str]:
 def activate(spark: SparkSession) -> None:
     """Make ``spark`` the active session of the JVM thread serving this Python thread (a
     listener's callback thread has none, and Delta's log reads need one)."""
-    spark.sparkContext._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    sessions = spark.sparkContext._jvm.org.apache.spark.sql.SparkSession
+    sessions.setActiveSession(spark._jsparkSession)
+    if not sessions.getDefaultSession().isDefined():
+        sessions.setDefaultSession(spark._jsparkSession)
 
 
 def snapshot(spark: SparkSession, path: str, version: int | None = None):  # -> Snapshot JVM object

@@ -375,6 +375,11 @@ class Store:
     def events_version(self, scope: str, stream: str) -> int:
         return _delta.version(self.spark, self.events_path(scope, stream))
 
+    def empty_events_commit(self, scope: str, stream: str) -> int:
+        """Commit nothing to the events table (a version no reader or writer sees a change in);
+        returns its version: a start position that exists for Delta's streaming source."""
+        return _delta.Transaction(self.spark, self.events_path(scope, stream)).commit(None)
+
     def known_boundaries(self, scope: str, stream: str) -> set[tuple[int, int]]:
         """The (mutable) set of positions of this stream's events table known to be boundaries."""
         table_id = _delta.latest(self.spark, self.events_path(scope, stream))[1]

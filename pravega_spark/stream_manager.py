@@ -710,20 +710,23 @@ class StreamManager:
 
         record = self._settled(scope, stream)
         records = self._store.segment_records(scope, stream)
-        options = streaming.source_options(start if isinstance(start, str) else "cut", max_bytes_per_trigger,
-                                           max_files_per_trigger)
+        options = streaming.source_options(max_bytes_per_trigger, max_files_per_trigger)
         group = self._streaming_group(record, reader_group)
         if start == "latest":
-            start_cut = self._tail(record, records)
+            # the tail now, as a version that exists (Delta refuses a future one) and holds
+            # nothing: an empty commit. A restarted query goes on from its checkpoint instead.
+            version = self._store.empty_events_commit(scope, stream)
+            options["startingVersion"] = str(version)
+            start_cut = self._tail(record, records, version)
         else:
             start_cut = self._cut_resolver(record, records)(start)
             if isinstance(start, StreamCut):
                 self._check_cuts(record, records, [start], before_probe=lambda: reader.check_read_bounds(
-                    start_cut, StreamCut.UNBOUNDED, self._head(record, records), records))
+                    start_cut, start_cut, self._head(record, records), records))
         path = self._store.events_path(scope, stream)
         raw = self.spark.readStream.format("delta").options(**options).load(path)
         events = raw.transform(streaming.readable_events)
-        if start != "latest":
+        if isinstance(start, StreamCut):  # "earliest" is the head, which ``above_head`` keeps up to date
             events = events.transform(streaming.from_start, cut=start_cut, records=records)
         heads = streaming.heads_table(self._store.streams(), stream_key(scope, stream))
         events = (events.transform(streaming.above_head, heads=heads,

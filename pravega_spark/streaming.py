@@ -59,9 +59,9 @@ _VIEW = ["segment_id", "offset", "next_offset", "record_type", "routing_key", "e
 
 
 # ---- source --------------------------------------------------------------------------------------
-def source_options(start: str, max_bytes_per_trigger: int | str | None = None,
+def source_options(max_bytes_per_trigger: int | str | None = None,
                    max_files_per_trigger: int | None = None) -> dict[str, str]:
-    """Delta source options: change commits skipped (truncation's), the rate limit, the start."""
+    """Delta source options: change commits skipped (truncation's), the rate limit."""
     options = {"skipChangeCommits": "true"}
     if max_bytes_per_trigger is None and max_files_per_trigger is None:
         options["maxBytesPerTrigger"] = UNLIMITED_BYTES
@@ -76,8 +76,6 @@ def source_options(start: str, max_bytes_per_trigger: int | str | None = None,
                 max_files_per_trigger <= 0:
             raise InvalidConfigError(f"max_files_per_trigger must be a positive int, got {max_files_per_trigger!r}")
         options["maxFilesPerTrigger"] = str(max_files_per_trigger)
-    if start == "latest":
-        options["startingVersion"] = "latest"
     return options
 
 
@@ -316,14 +314,16 @@ class StreamListener(StreamingQueryListener):
 
     def onQueryTerminated(self, event) -> None:
         if event.exception and "FAILED_READ_FILE" in event.exception:
-            log.error("streaming query %s failed reading a file that is gone (truncated and vacuumed, or "
-                      "compacted and vacuumed): restart it with a new checkpoint location, from the stream's "
-                      "head (start='earliest') or a stream cut", event.id)
+            log.error("TruncatedDataError: streaming query %s failed reading a data file that is gone "
+                      "(truncated or compacted, then vacuumed): restart it with a new checkpoint location, from "
+                      "the stream's head (start='earliest') or a stream cut", event.id)
 
     def onQueryProgress(self, event) -> None:
         try:
             self.progress(event.progress)
         except Exception:  # a listener must never kill the listener bus
+            if any(s.manager.spark.sparkContext._jsc.sc().isStopped() for s in self.sources.values()):
+                return  # a last progress event after the session stopped
             log.exception("pravega_spark could not handle the progress of query %s", event.progress.id)
 
     def progress(self, progress) -> None:

@@ -7,7 +7,7 @@ needs on top, as DataFrame transformations:
 - ``readable_events``: only real segments' events and large-event chunks; control records (seal,
   truncate) and staged manifests (open transactions) never show.
 - ``from_start``: the rows at or after the start cut (``"earliest"`` is the head).
-- ``above_head``: a stream-static join with the stream's catalog row, read again each micro-batch,
+- ``above_head``: a scalar subquery over the stream's catalog row, read again each micro-batch,
   drops events a truncation removed after the query planned them (a query whose next data was
   truncated resumes at the head, as Pravega's reader does after ``TruncatedDataException``); the
   rows dropped are counted in an observed metric and logged as a warning by ``StreamListener``.
@@ -131,7 +131,7 @@ def head_offsets(head_text: str | None, truncation_json: str | None) -> list[tup
 
 def heads_table(streams: DataFrame, key: str) -> DataFrame:
     """A static DataFrame of the stream's head as ``(__sid, __head)`` rows, from its catalog
-    partition: re-read by every micro-batch of a stream-static join."""
+    partition: read again by every micro-batch that uses it."""
     parse = F.udf(lambda h, t: head_offsets(h, t), "array<struct<sid:bigint, head:bigint>>")
     return (streams.where(F.col("stream_key") == key)
             .select(F.explode(parse("head_stream_cut", "truncation")).alias("h"))
@@ -139,28 +139,33 @@ def heads_table(streams: DataFrame, key: str) -> DataFrame:
 
 
 def above_head(events: DataFrame, *, heads: DataFrame, name: str) -> DataFrame:
-    """Drops the rows below the stream's current head (``heads``, re-read each micro-batch),
-    counting them in the observed metric ``name`` (``truncated_rows``) with the batch's rows."""
-    joined = events.join(F.broadcast(heads), F.col("segment_id") == F.col("__sid"), "left")
-    below = F.col("__head").isNotNull() & (F.col("offset") < F.col("__head"))
-    observed = joined.observe(name, F.count(F.lit(1)).alias("rows"),
-                              F.sum(below.cast("long")).alias("truncated_rows"))
-    return observed.where(~below).drop("__sid", "__head")
+    """Drops the rows below the stream's current head, counting them in the observed metric
+    ``name`` (``truncated_rows``) with the batch's rows. The head is a scalar subquery over
+    ``heads`` (a map from segment to its first readable offset), evaluated again by every
+    micro-batch: cheaper than a join, which would copy every row."""
+    head_map = heads.select(F.map_from_entries(F.collect_list(F.struct("__sid", "__head")))).scalar()
+    head = F.coalesce(F.element_at(head_map, F.col("segment_id")), F.lit(0))
+    below = F.col("offset") < head
+    observed = events.observe(name, F.count(F.lit(1)).alias("rows"), F.sum(below.cast("long")).alias("truncated_rows"))
+    return observed.where(~below)
 
 
 # ---- large events inside a micro-batch ---------------------------------------------------------
 def assemble_chunks(events: DataFrame) -> DataFrame:
     """Each large event as one row, in the micro-batch holding its first chunk.
 
-    The chunk rows (only those) are shuffled by event, and each event's chunks are joined in
-    Python (``mapInArrow``). A rate limit can end a batch inside a large event's commit: the
-    batch with the first chunk then reads the others from their files (committed with it, in the
-    event's own directory), and chunks without their first one are dropped (already delivered).
+    The chunk rows (only those: Parquet statistics skip the other files' row groups) are
+    gathered into one task without a shuffle (``coalesce(1)``: a shuffle would make Spark read
+    the batch before a ``foreachBatch`` function runs, so the function could not report a read
+    error as its own) and each event's chunks are joined in Python (``mapInArrow``). That task
+    holds the batch's large events in memory: bound it with ``max_bytes_per_trigger``. A rate
+    limit can end a batch inside a large event's commit: the batch with the first chunk then
+    reads the others from their files (committed with it, in the event's own directory), and
+    chunks without their first one are dropped (already delivered).
     """
     is_chunk = F.col("record_type").isin(*CHUNK_TYPES)
     chunks = events.where(is_chunk)
-    assembled = (chunks.repartition("segment_id", "event_offset")
-                 .mapInArrow(_assemble_batches, chunks.schema))
+    assembled = chunks.coalesce(1).mapInArrow(_assemble_batches, chunks.schema)
     return events.where(~is_chunk).unionByName(assembled)
 
 

@@ -728,9 +728,9 @@ class StreamManager:
         events = raw.transform(streaming.readable_events)
         if isinstance(start, StreamCut):  # "earliest" is the head, which ``above_head`` keeps up to date
             events = events.transform(streaming.from_start, cut=start_cut, records=records)
-        heads = streaming.heads_table(self._store.streams(), stream_key(scope, stream))
-        events = (events.transform(streaming.above_head, heads=heads,
-                                   name=f"{streaming.OBSERVED}:{record.scoped_name}")
+        plain = not record.truncation or '"head"' in record.truncation
+        head = streaming.head_map(self._store.streams(), stream_key(scope, stream), plain)
+        events = (events.transform(streaming.above_head, head=head, name=f"{streaming.OBSERVED}:{record.scoped_name}")
                   .transform(streaming.assemble_chunks))
         listener = streaming.StreamListener.install(self.spark)
         listener.register(path, streaming._Source(self, scope, stream, start_cut, group))

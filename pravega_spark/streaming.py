@@ -81,12 +81,11 @@ def source_options(max_bytes_per_trigger: int | str | None = None,
 
 def readable_events(raw: DataFrame) -> DataFrame:
     """The events view (absolute offsets) of a raw events-table DataFrame, keeping only real
-    segments' events and large-event chunks, with the file each row came from (``__file``)."""
+    segments' events and large-event chunks."""
     types = ", ".join(str(t) for t in (RECORD_EVENT, *CHUNK_TYPES))
-    return raw.selectExpr("*", "input_file_name() AS __file").where(
-        f"segment_id >= 0 AND record_type IN ({types})").selectExpr("segment_id", "base_offset + rel_offset AS offset", "base_offset + rel_next_offset AS next_offset",
+    return raw.where(f"segment_id >= 0 AND record_type IN ({types})").selectExpr("segment_id", "base_offset + rel_offset AS offset", "base_offset + rel_next_offset AS next_offset",
         "record_type", "routing_key", "event", "writer_id", "write_time",
-        "base_offset + rel_event_offset AS event_offset", "__file")
+        "base_offset + rel_event_offset AS event_offset")
 
 
 def before_cut(cut: StreamCut, records: Sequence[SegmentRecord]) -> list[int]:
@@ -129,23 +128,37 @@ def head_offsets(head_text: str | None, truncation_json: str | None) -> list[tup
     return sorted(out.items())
 
 
-def heads_table(streams: DataFrame, key: str) -> DataFrame:
-    """A static DataFrame of the stream's head as ``(__sid, __head)`` rows, from its catalog
-    partition: read again by every micro-batch that uses it."""
-    parse = F.udf(lambda h, t: head_offsets(h, t), "array<struct<sid:bigint, head:bigint>>")
-    return (streams.where(F.col("stream_key") == key)
-            .select(F.explode(parse("head_stream_cut", "truncation")).alias("h"))
-            .select(F.col("h.sid").alias("__sid"), F.col("h.head").alias("__head")))
+_TRUNCATION_SCHEMA = "struct<head: array<array<bigint>>, to_delete: array<bigint>, deleted_segments: array<bigint>>"
 
 
-def above_head(events: DataFrame, *, heads: DataFrame, name: str) -> DataFrame:
-    """Drops the rows below the stream's current head, counting them in the observed metric
-    ``name`` (``truncated_rows``) with the batch's rows. The head is a scalar subquery over
-    ``heads`` (a map from segment to its first readable offset), evaluated again by every
-    micro-batch: cheaper than a join, which would copy every row."""
-    head_map = heads.select(F.map_from_entries(F.collect_list(F.struct("__sid", "__head")))).scalar()
-    head = F.coalesce(F.element_at(head_map, F.col("segment_id")), F.lit(0))
-    below = F.col("offset") < head
+def head_map(streams: DataFrame, key: str, plain: bool = True):
+    """A scalar subquery: the map from segment to its first readable offset (each head segment
+    at its offset, each segment a truncation deleted or is deleting at "never"), from the
+    stream's catalog partition. Spark evaluates it again for every micro-batch. ``plain``: the
+    truncation record carries the head in plain JSON (records written before it did are parsed
+    in Python)."""
+    row = streams.where(F.col("stream_key") == key)
+    if plain:
+        t = F.from_json("truncation", _TRUNCATION_SCHEMA)
+        never = F.lit(_MAX_OFFSET)
+
+        def at_never(ids):
+            return F.transform(F.coalesce(ids, F.array().cast("array<bigint>")),
+                               lambda s: F.struct(s.alias("sid"), never.alias("head")))
+        entries = F.concat(at_never(t["to_delete"]), at_never(t["deleted_segments"]),
+                           F.transform(F.coalesce(t["head"], F.array().cast("array<array<bigint>>")),
+                                       lambda p: F.struct(p[0].alias("sid"), p[1].alias("head"))))
+    else:
+        entries = F.udf(lambda h, t: head_offsets(h, t), "array<struct<sid:bigint, head:bigint>>")(
+            "head_stream_cut", "truncation")
+    return row.select(F.map_from_entries(entries)).scalar()
+
+
+def above_head(events: DataFrame, *, head, name: str) -> DataFrame:
+    """Drops the rows below the stream's current head (``head_map``: a scalar subquery, cheaper
+    than a join, which would copy every row), counting them in the observed metric ``name``
+    (``truncated_rows``) with the batch's rows."""
+    below = F.col("offset") < F.coalesce(F.element_at(head, F.col("segment_id")), F.lit(0))
     observed = events.observe(name, F.count(F.lit(1)).alias("rows"), F.sum(below.cast("long")).alias("truncated_rows"))
     return observed.where(~below)
 
@@ -164,8 +177,8 @@ def assemble_chunks(events: DataFrame) -> DataFrame:
     chunks without their first one are dropped (already delivered).
     """
     is_chunk = F.col("record_type").isin(*CHUNK_TYPES)
-    chunks = events.where(is_chunk)
-    assembled = chunks.coalesce(1).mapInArrow(_assemble_batches, chunks.schema)
+    chunks = events.where(is_chunk).withColumn("__file", F.input_file_name())  # the scan's file: same stage
+    assembled = chunks.coalesce(1).mapInArrow(_assemble_batches, chunks.schema).drop("__file")
     return events.where(~is_chunk).unionByName(assembled)
 
 

@@ -48,7 +48,10 @@ class TruncationRecord:
                 f"deleted={len(self.deleted_segments)} segments, size_till={self.size_till})")
 
     def to_json(self) -> str:
-        return json.dumps({"stream_cut": self.stream_cut.as_text(), "to_delete": list(self.to_delete),
+        # "head" repeats the cut's positions in plain JSON, for SQL (``streaming.head_map``)
+        return json.dumps({"stream_cut": self.stream_cut.as_text(),
+                           "head": [[int(s), int(o)] for s, o in sorted(self.stream_cut.positions.items())],
+                           "to_delete": list(self.to_delete),
                            "deleted_segments": list(self.deleted_segments),
                            "size_till": self.size_till, "updating": self.updating})
 

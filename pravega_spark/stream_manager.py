@@ -730,8 +730,9 @@ class StreamManager:
             events = events.transform(streaming.from_start, cut=start_cut, records=records)
         plain = not record.truncation or '"head"' in record.truncation
         head = streaming.head_map(self._store.streams(), stream_key(scope, stream), plain)
-        events = (events.transform(streaming.above_head, head=head, name=f"{streaming.OBSERVED}:{record.scoped_name}")
-                  .transform(streaming.assemble_chunks))
+        # after the chunks' branch is joined again: one head lookup and one metric per batch
+        events = (events.transform(streaming.assemble_chunks)
+                  .transform(streaming.above_head, head=head, name=f"{streaming.OBSERVED}:{record.scoped_name}"))
         listener = streaming.StreamListener.install(self.spark)
         listener.register(path, streaming._Source(self, scope, stream, start_cut, group))
         log.info("read_stream %s from %s%s", record.scoped_name, start if isinstance(start, str) else start_cut,

@@ -38,7 +38,8 @@ def test_retention_writers_and_large_events_examples_run(spark, tmp_path, capsys
 
 
 def test_reader_group_example_runs(spark, tmp_path, capsys):
-    """The reader groups section, after the quick start (it uses its names)."""
+    """The reader groups section, after the quick start (it uses its names), then the Structured
+    Streaming section (it reads the reader groups' stream)."""
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
     example = next(b for b in blocks if "create_reader_group(\"iot\", \"dashboard\"" in b)
     namespace = {"root": str(tmp_path / "lake")}
@@ -47,3 +48,8 @@ def test_reader_group_example_runs(spark, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "6 False" in out and "hourly" in out and "{'iot/clicks': StreamCut(iot/clicks" in out
     assert namespace["group"].online_readers() == []
+    streaming = next(b for b in blocks if "read_stream(" in b)
+    exec(compile(streaming, "README.md", "exec"), namespace)  # noqa: S102
+    out = capsys.readouterr().out
+    assert "StreamProgress(iot/clicks, batch 0, 0 bytes unread" in out
+    assert out.splitlines().count("6") == 2  # the archive and the copied stream each hold the 6 clicks

@@ -746,10 +746,9 @@ class StreamManager:
         from . import streaming
 
         listener = streaming.StreamListener.install(self.spark)
-        known = listener.positions.get(str(query.id))
         progress = query.lastProgress
         if progress is None:
-            return known
+            return None
         for src in _attr(progress, "sources"):
             source = listener._source_of(_attr(src, "description"))
             end = _attr(src, "endOffset")
@@ -759,7 +758,7 @@ class StreamManager:
             batch = _attr(progress, "batchId")
             unread = self.size_between(source.scope, source.stream, cut, "latest")
             return streaming.StreamProgress(f"{source.scope}/{source.stream}", batch, cut, unread)
-        return known
+        return None
 
     def _streaming_group(self, record: StreamRecord, reader_group) -> str | None:
         """The scoped name of the reader group a ``read_stream`` publishes for (validated)."""

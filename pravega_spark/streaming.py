@@ -23,8 +23,8 @@ already delivered from the original file, so ``skipChangeCommits`` skips it corr
 
 Offsets. Delta's offset ``(version, index)`` maps to a stream cut (``cut_at_version``): the end
 of every segment as of the last version the batch consumed whole. ``StreamListener`` publishes it
-as the reader group's subscriber cut after each committed batch, logs warnings, and keeps each
-query's last position for ``stream_progress``.
+as the reader group's subscriber cut after each committed batch and logs warnings;
+``stream_progress`` maps a query's last progress to its cut and lag.
 """
 
 from __future__ import annotations
@@ -302,14 +302,14 @@ class _Source:
 
 class StreamListener(StreamingQueryListener):
     """One per SparkSession: after each micro-batch of a ``read_stream`` query, publishes the
-    reader group's subscriber cut, logs truncation warnings, and keeps the query's position."""
+    reader group's subscriber cut and logs truncation warnings; it knows each query's source
+    (``stream_progress``)."""
 
     _lock = threading.Lock()
     _installed: dict[int, StreamListener] = {}
 
     def __init__(self) -> None:
         self.sources: dict[str, _Source] = {}
-        self.positions: dict[str, StreamProgress] = {}
 
     @classmethod
     def install(cls, spark) -> StreamListener:
@@ -349,18 +349,14 @@ class StreamListener(StreamingQueryListener):
             source = self._source_of(src.description)
             if source is None or not src.endOffset:
                 continue
-            _delta.activate(source.manager.spark)
-            cut = cut_for_offset(source, DeltaOffset.from_json(src.endOffset))
             name = f"{source.scope}/{source.stream}"
             truncated = _observed(progress, name)
             if truncated:
                 log.warning("query %s batch %d: %d events of %s were truncated before it read them: it resumes "
                             "at the head", progress.id, progress.batchId, truncated, name)
-            manager = source.manager
-            unread = manager.size_between(source.scope, source.stream, cut, "latest")
-            self.positions[str(progress.id)] = StreamProgress(name, progress.batchId, cut, unread)
-            if source.group is not None:
-                publish(manager, source.group, name, cut)
+            if source.group is not None:  # (``stream_progress`` computes positions on demand)
+                _delta.activate(source.manager.spark)
+                publish(source.manager, source.group, name, cut_for_offset(source, DeltaOffset.from_json(src.endOffset)))
 
     def _source_of(self, description: str) -> _Source | None:
         if not description.startswith("DeltaSource["):

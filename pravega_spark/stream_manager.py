@@ -9,6 +9,7 @@ each method's docstring and docs/ARCHITECTURE.md.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 
@@ -731,10 +732,10 @@ class StreamManager:
         plain = not record.truncation or '"head"' in record.truncation
         head = streaming.head_map(self._store.streams(), stream_key(scope, stream), plain)
         # after the chunks' branch is joined again: one head lookup and one metric per batch
+        source = streaming._Source(self, scope, stream, start_cut, group, path, uuid.uuid4().hex[:12])
         events = (events.transform(streaming.assemble_chunks)
-                  .transform(streaming.above_head, head=head, name=f"{streaming.OBSERVED}:{record.scoped_name}"))
-        listener = streaming.StreamListener.install(self.spark)
-        listener.register(path, streaming._Source(self, scope, stream, start_cut, group))
+                  .transform(streaming.above_head, head=head, name=source.metric))
+        streaming.StreamListener.install(self.spark).register(source)
         log.info("read_stream %s from %s%s", record.scoped_name, start if isinstance(start, str) else start_cut,
                  f", publishing for reader group {group}" if group else "")
         return events.transform(reader.select_read_columns, scope=scope, stream=stream)
@@ -745,19 +746,13 @@ class StreamManager:
         first batch. Display it in a notebook to watch the lag."""
         from . import streaming
 
-        listener = streaming.StreamListener.install(self.spark)
         progress = query.lastProgress
         if progress is None:
             return None
-        for src in _attr(progress, "sources"):
-            source = listener._source_of(_attr(src, "description"))
-            end = _attr(src, "endOffset")
-            if source is None or not end:
-                continue
+        for source, end, _ in streaming.StreamListener.install(self.spark).sources_in(progress):
             cut = streaming.cut_for_offset(source, streaming.DeltaOffset.from_json(end))
-            batch = _attr(progress, "batchId")
             unread = self.size_between(source.scope, source.stream, cut, "latest")
-            return streaming.StreamProgress(f"{source.scope}/{source.stream}", batch, cut, unread)
+            return streaming.StreamProgress(f"{source.scope}/{source.stream}", streaming._field(progress, "batchId"), cut, unread)
         return None
 
     def _streaming_group(self, record: StreamRecord, reader_group) -> str | None:
@@ -1290,8 +1285,3 @@ class StreamManager:
             validate_stream_cut(cut, records, None,
                                 is_event_boundary=lambda s, o: (s, o) in known or boundary(s, o))
         known.update(pos for cut in cuts for pos in cut.positions.items())
-
-
-def _attr(obj, name: str):
-    """A field of a streaming progress object, or of its dict form."""
-    return getattr(obj, name) if hasattr(obj, name) else obj[name]

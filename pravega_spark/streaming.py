@@ -293,11 +293,21 @@ class StreamProgress:
 # ---- the listener ------------------------------------------------------------------------------
 @dataclass
 class _Source:
+    """One ``read_stream`` DataFrame: its stream, start, group, events-table path, and the token
+    naming its observed metric (``<OBSERVED>:<scope>/<stream>:<token>``), which tells its
+    queries' progress events apart from other queries of the same stream."""
+
     manager: object
     scope: str
     stream: str
     start: StreamCut
     group: str | None
+    path: str
+    token: str
+
+    @property
+    def metric(self) -> str:
+        return f"{OBSERVED}:{self.scope}/{self.stream}:{self.token}"
 
 
 class StreamListener(StreamingQueryListener):
@@ -321,8 +331,20 @@ class StreamListener(StreamingQueryListener):
                 spark.streams.addListener(listener)
             return listener
 
-    def register(self, events_path: str, source: _Source) -> None:
-        self.sources[events_path.rstrip("/")] = source
+    def register(self, source: _Source) -> None:
+        self.sources[source.token] = source
+
+    def sources_in(self, progress) -> Iterator[tuple[_Source, str, object]]:
+        """``(source, end offset, observed metrics)`` of each ``read_stream`` DataFrame that a
+        progress event (object or dict form) reports on."""
+        metrics = _field(progress, "observedMetrics") or {}
+        for name, row in metrics.items():
+            source = self.sources.get(name.rsplit(":", 1)[-1]) if name.startswith(OBSERVED + ":") else None
+            if source is None:
+                continue
+            for src in _field(progress, "sources"):
+                if _field(src, "description") == f"DeltaSource[{source.path}]" and _field(src, "endOffset"):
+                    yield source, _field(src, "endOffset"), row
 
     def onQueryStarted(self, event) -> None:
         pass
@@ -345,31 +367,20 @@ class StreamListener(StreamingQueryListener):
             log.exception("pravega_spark could not handle the progress of query %s", event.progress.id)
 
     def progress(self, progress) -> None:
-        for src in progress.sources:
-            source = self._source_of(src.description)
-            if source is None or not src.endOffset:
-                continue
+        for source, end, metrics in self.sources_in(progress):
             name = f"{source.scope}/{source.stream}"
-            truncated = _observed(progress, name)
+            truncated = int(metrics["truncated_rows"] or 0)
             if truncated:
                 log.warning("query %s batch %d: %d events of %s were truncated before it read them: it resumes "
                             "at the head", progress.id, progress.batchId, truncated, name)
             if source.group is not None:  # (``stream_progress`` computes positions on demand)
                 _delta.activate(source.manager.spark)
-                publish(source.manager, source.group, name, cut_for_offset(source, DeltaOffset.from_json(src.endOffset)))
-
-    def _source_of(self, description: str) -> _Source | None:
-        if not description.startswith("DeltaSource["):
-            return None
-        return self.sources.get(description[len("DeltaSource["):-1].rstrip("/"))
+                publish(source.manager, source.group, name, cut_for_offset(source, DeltaOffset.from_json(end)))
 
 
-def _observed(progress, name: str) -> int:
-    metrics = getattr(progress, "observedMetrics", None) or {}
-    row = metrics.get(f"{OBSERVED}:{name}")
-    if row is None:
-        return 0
-    return int(row["truncated_rows"] or 0)
+def _field(obj, name: str):
+    """A field of a streaming progress object, or of its dict form."""
+    return getattr(obj, name) if hasattr(obj, name) else obj[name]
 
 
 def cut_for_offset(source: _Source, offset: DeltaOffset) -> StreamCut:

@@ -54,8 +54,6 @@ log = logging.getLogger("pravega_spark")
 UNLIMITED_BYTES = "1048576g"
 OBSERVED = "pravega_spark_read"  # the observed metrics' name prefix
 _MAX_OFFSET = (1 << 63) - 1
-_VIEW = ["segment_id", "offset", "next_offset", "record_type", "routing_key", "event", "writer_id",
-         "write_time", "event_offset"]
 
 
 # ---- source --------------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from .errors import InvalidConfigError, TruncatedDataError
 from .schema import CHUNK_TYPES, RECORD_CHUNK_END, RECORD_EVENT
 from .segments import SegmentRecord, successors_with_predecessors
 from .stream_cut import StreamCut
+from .truncation import TruncationRecord
 
 log = logging.getLogger("pravega_spark")
 
@@ -111,18 +112,14 @@ def from_start(events: DataFrame, *, cut: StreamCut, records: Sequence[SegmentRe
     return events.where(" AND ".join(conditions)) if conditions else events
 
 
-def head_offsets(head_text: str | None, truncation_json: str | None) -> list[tuple[int, int]]:
-    """``(segment_id, first readable offset)`` pairs from a stream row's head and truncation
-    record: each head segment at its offset, each segment a truncation deleted (or is deleting)
-    at "never"."""
-    out: dict[int, int] = {}
-    if truncation_json:
-        data = json.loads(truncation_json)
-        for sid in list(data.get("deleted_segments", [])) + list(data.get("to_delete", [])):
-            out[int(sid)] = _MAX_OFFSET
-    if head_text:
-        for sid, offset in StreamCut.from_text(head_text).positions.items():
-            out[int(sid)] = max(int(offset), 0)
+def head_offsets(truncation_json: str | None) -> list[tuple[int, int]]:
+    """``(segment_id, first readable offset)`` pairs from a stream row's truncation record: each
+    head segment at its offset, each segment a truncation deleted (or is deleting) at "never"."""
+    if not truncation_json:
+        return []
+    record = TruncationRecord.from_json(truncation_json)
+    out = {int(sid): _MAX_OFFSET for sid in (*record.deleted_segments, *record.to_delete)}
+    out.update({int(sid): max(int(offset), 0) for sid, offset in record.stream_cut.positions.items()})
     return sorted(out.items())
 
 
@@ -147,8 +144,7 @@ def head_map(streams: DataFrame, key: str, plain: bool = True):
                            F.transform(F.coalesce(t["head"], F.array().cast("array<array<bigint>>")),
                                        lambda p: F.struct(p[0].alias("sid"), p[1].alias("head"))))
     else:
-        entries = F.udf(lambda h, t: head_offsets(h, t), "array<struct<sid:bigint, head:bigint>>")(
-            "head_stream_cut", "truncation")
+        entries = F.udf(head_offsets, "array<struct<sid:bigint, head:bigint>>")("truncation")
     return row.select(F.map_from_entries(entries)).scalar()
 
 

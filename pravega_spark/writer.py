@@ -370,11 +370,12 @@ class EventStreamWriter:
             self._hint = (segments, tails, txn.read_version, txn.table_id)
             return WriteResult(0, 0, None, StreamCut(self.scoped_name, tails))
         placements, lengths = place_files(files, tails)
-        times = _delta.commit_times([(f.segment_id, base) for f, (base, _) in zip(files, placements, strict=True)])
-        adds = sorted((_delta.placed(f.action, {"base_offset": base, "end_offset": end}, modification_time=t)
-                       for f, (base, end), t in zip(files, placements, times, strict=True)),
-                      key=lambda a: (int(_delta.partition_value(a, EVENTS_PARTITION)),
-                                     int(_delta.partition_value(a, "base_offset"))))
+        # in offset order per segment, with times in that order (Delta's streaming source reads a
+        # commit's files in action order and a snapshot in time order: ``_delta.commit_times``)
+        ordered = sorted(zip(files, placements, strict=True), key=lambda fp: (fp[0].segment_id, fp[1][0]))
+        times = _delta.commit_times([(f.segment_id, base) for f, (base, _) in ordered])
+        adds = [_delta.placed(f.action, {"base_offset": base, "end_offset": end}, modification_time=t)
+                for (f, (base, end)), t in zip(ordered, times, strict=True)]
         # the fence: only the segments written to. A commit adding files to one of them (an
         # append, a seal, a truncation marker) or removing some after our snapshot makes ours
         # fail; writers of other segments of the stream go on in parallel.

@@ -213,6 +213,39 @@ def snapshot(spark: SparkSession, path: str, version: int | None = None):  # -> 
     return delta_log.getSnapshotAt(int(version), none, none, False)
 
 
+def file_changes(spark: SparkSession, path: str, start: int, end: int) -> list[tuple[int, list[dict], list[dict]]]:
+    """``(version, adds, removes)`` of each commit of the table at ``path`` in versions
+    ``[start, end]``: the file actions as their log JSON (log reads; no Spark job)."""
+    if end < start:
+        return []
+    jvm = spark.sparkContext._jvm
+    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    changes = delta_log.getChanges(int(start), int(end), jvm.scala.Option.empty(), True)
+    out = []
+    while changes.hasNext():
+        change = changes.next()
+        adds, removes = [], []
+        actions = change._2()
+        for i in range(actions.size()):
+            entry = json.loads(actions.apply(i).json())
+            if "add" in entry:
+                adds.append(entry["add"])
+            elif "remove" in entry:
+                removes.append(entry["remove"])
+        out.append((int(change._1()), adds, removes))
+    return out
+
+
+def wait_for_listeners(spark: SparkSession, timeout_seconds: float) -> bool:
+    """Wait until the session's listener bus has delivered every event posted so far (Spark posts
+    streaming progress to listeners asynchronously); False if ``timeout_seconds`` passed first."""
+    try:
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(int(timeout_seconds * 1000))
+        return True
+    except Exception:  # noqa: BLE001 - py4j wraps the JVM's TimeoutException
+        return False
+
+
 def exists(spark: SparkSession, path: str) -> bool:
     """Whether a Delta table exists at ``path`` (a log listing; no Spark job)."""
     return int(snapshot(spark, path).version()) >= 0

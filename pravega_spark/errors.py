@@ -72,6 +72,12 @@ class TruncatedDataError(PravegaSparkError):
     """A read asked for data below the stream's head (Pravega: TruncatedDataException)."""
 
 
+class SkippedEventsError(PravegaSparkError):
+    """A streaming read would skip events: a commit that its source skips (one mixing adds and
+    removes, or with ``dataChange=false`` adds) added events that no removed file held. Only a
+    writer that breaks the events table's commit rules (not this library) makes one."""
+
+
 class EventTooLargeError(PravegaSparkError, ValueError):
     """An event's payload exceeds the size limit."""
 

@@ -720,6 +720,7 @@ class StreamManager:
             options["startingVersion"] = str(version)
             start_cut = self._tail(record, records, version)
         else:
+            version = self._store.events_version(scope, stream)
             start_cut = self._cut_resolver(record, records)(start)
             if isinstance(start, StreamCut):
                 self._check_cuts(record, records, [start], before_probe=lambda: reader.check_read_bounds(
@@ -732,7 +733,7 @@ class StreamManager:
         plain = not record.truncation or '"head"' in record.truncation
         head = streaming.head_map(self._store.streams(), stream_key(scope, stream), plain)
         # after the chunks' branch is joined again: one head lookup and one metric per batch
-        source = streaming._Source(self, scope, stream, start_cut, group, path, uuid.uuid4().hex[:12])
+        source = streaming._Source(self, scope, stream, start_cut, group, path, uuid.uuid4().hex[:12], version + 1)
         events = (events.transform(streaming.assemble_chunks)
                   .transform(streaming.above_head, head=head, name=source.metric))
         streaming.StreamListener.install(self.spark).register(source)
@@ -740,17 +741,29 @@ class StreamManager:
                  f", publishing for reader group {group}" if group else "")
         return events.transform(reader.select_read_columns, scope=scope, stream=stream)
 
-    def stream_progress(self, query):  # -> streaming.StreamProgress | None
-        """Where a running ``read_stream`` query is: its stream cut after the last committed
-        micro-batch and the bytes from there to the tail (``StreamProgress``), or None before its
-        first batch. Display it in a notebook to watch the lag."""
+    def stream_progress(self, query, timeout_seconds: float = 30.0):  # -> streaming.StreamProgress | None
+        """Where a ``read_stream`` query is: its stream cut after the last committed micro-batch
+        and the bytes from there to the tail (``StreamProgress``), or None before its first batch.
+        Display it in a notebook to watch the lag.
+
+        It first waits (up to ``timeout_seconds``) until the session's listeners have handled the
+        query's progress so far (Spark delivers it asynchronously): on return, with a
+        ``reader_group``, the cut returned is the group's published subscriber cut. Call it after
+        ``query.awaitTermination()`` of an ``availableNow`` run before running retention.
+
+        Raises:
+            SkippedEventsError: the query was stopped because its source skipped events.
+        """
         from . import streaming
 
+        _delta.wait_for_listeners(self.spark, timeout_seconds)
         progress = query.lastProgress
         if progress is None:
             return None
-        for source, end, _ in streaming.StreamListener.install(self.spark).sources_in(progress):
-            cut = streaming.cut_for_offset(source, streaming.DeltaOffset.from_json(end))
+        for source, src, _ in streaming.StreamListener.install(self.spark).sources_in(progress):
+            if source.failure is not None:
+                raise source.failure
+            cut = streaming.cut_for_offset(source, streaming.DeltaOffset.from_json(streaming._field(src, "endOffset")))
             unread = self.size_between(source.scope, source.stream, cut, "latest")
             return streaming.StreamProgress(f"{source.scope}/{source.stream}", streaming._field(progress, "batchId"), cut, unread)
         return None

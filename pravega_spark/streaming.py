@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 
 from . import _delta
-from .errors import InvalidConfigError, TruncatedDataError
+from .errors import InvalidConfigError, SkippedEventsError, TruncatedDataError
 from .schema import CHUNK_TYPES, RECORD_CHUNK_END, RECORD_EVENT
 from .segments import SegmentRecord, successors_with_predecessors
 from .stream_cut import StreamCut
@@ -152,9 +152,10 @@ def above_head(events: DataFrame, *, head, name: str) -> DataFrame:
     """Drops the rows below the stream's current head (``head_map``: a scalar subquery, cheaper
     than a join, which would copy every row), counting them in the observed metric ``name``
     (``truncated_rows``) with the batch's rows."""
-    below = F.col("offset") < F.coalesce(F.element_at(head, F.col("segment_id")), F.lit(0))
-    observed = events.observe(name, F.count(F.lit(1)).alias("rows"), F.sum(below.cast("long")).alias("truncated_rows"))
-    return observed.where(~below)
+    # one head expression in the plan: each copy would be planned (a Delta scan) on its own
+    marked = events.withColumn("__below", F.col("offset") < F.coalesce(F.element_at(head, F.col("segment_id")), F.lit(0)))
+    observed = marked.observe(name, F.count(F.lit(1)).alias("rows"), F.sum(F.col("__below").cast("long")).alias("truncated_rows"))
+    return observed.where(~F.col("__below")).drop("__below")
 
 
 # ---- large events inside a micro-batch ---------------------------------------------------------
@@ -239,6 +240,70 @@ def _chunks_from_files(first: dict) -> list[dict]:
     return chunks
 
 
+# ---- the gap check ------------------------------------------------------------------------------
+def skipped_events(changes: Sequence[tuple[int, list[dict], list[dict]]]) -> list[tuple[int, int, int, int]]:
+    """``(version, segment, base, end)`` of every data file that Delta's source skips
+    (``skipChangeCommits``) although it holds events no file removed in its commit held: the
+    events a query would never see.
+
+    The source skips every add of a commit that removes files with ``dataChange=true``, and each
+    add with ``dataChange=false``. Such an add is harmless when its offsets ``[base_offset,
+    end_offset)`` lie inside the ranges its commit removed from the same segment (compaction, a
+    truncation's straddling file rewritten, an ``OPTIMIZE``): the source delivered those rows from
+    the removed files. ``changes``: ``(version, adds, removes)`` as in the log (``_delta.file_changes``).
+    """
+    gaps = []
+    for version, adds, removes in changes:
+        deleting = any(r.get("dataChange", True) for r in removes)
+        removed: dict[int, list[tuple[int, int]]] = {}
+        for r in removes:
+            if (span := _span(r)) is not None:
+                removed.setdefault(span[0], []).append(span[1:])
+        for a in adds:
+            span = _span(a)
+            if span is None or not (deleting or not a.get("dataChange", True)):
+                continue
+            segment, base, end = span
+            if not _covered(base, end, removed.get(segment, [])):
+                gaps.append((version, segment, base, end))
+    return gaps
+
+
+def _span(action: dict) -> tuple[int, int, int] | None:
+    """A file action's ``(segment, base_offset, end_offset)``; None for staged data (segment < 0)."""
+    values = action.get("partitionValues") or {}
+    try:
+        segment = int(values["segment_id"])
+        span = (segment, int(values["base_offset"]), int(values["end_offset"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return span if segment >= 0 else None
+
+
+def _covered(base: int, end: int, ranges: list[tuple[int, int]]) -> bool:
+    """Whether ``[base, end)`` lies inside the union of ``ranges``."""
+    reached = base
+    for lo, hi in sorted(ranges):
+        if lo > reached:
+            break
+        reached = max(reached, hi)
+        if reached >= end:
+            return True
+    return reached >= end
+
+
+def consumed_versions(start: DeltaOffset | None, end: DeltaOffset, first: int) -> tuple[int, int]:
+    """The events-table versions whose log commits a micro-batch from ``start`` to ``end``
+    consumed (``first``: where a query's log reading starts when it has no start offset yet)."""
+    if end.snapshot:
+        return 1, 0  # still inside the initial snapshot: no log commit read yet
+    if start is None:
+        lo = first
+    else:
+        lo = start.version + 1 if start.snapshot else start.version
+    return lo, end.version if end.index >= 0 else end.version - 1
+
+
 # ---- offsets and cuts --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DeltaOffset:
@@ -260,6 +325,13 @@ class DeltaOffset:
         else:
             data = text
         return cls(int(data["reservoirVersion"]), int(data["index"]), bool(data.get("isStartingVersion", False)))
+
+    @classmethod
+    def parse(cls, text: str | dict | None) -> DeltaOffset | None:
+        """``from_json``, or None for a missing offset (a query's first batch has no start)."""
+        if text is None or (isinstance(text, str) and text.strip() in ("", "null", "None")):
+            return None
+        return cls.from_json(text)
 
     def consumed_version(self) -> int | None:
         """The last events-table version whose commits the query has consumed whole (None:
@@ -298,6 +370,12 @@ class _Source:
     group: str | None
     path: str
     token: str
+    first_version: int = 0  # the first events-table commit a new query reads from the log (not its snapshot)
+    checked: dict = None  # query run id -> last events-table version the gap check passed
+    failure: Exception | None = None
+
+    def __post_init__(self) -> None:
+        self.checked = {}
 
     @property
     def metric(self) -> str:
@@ -328,9 +406,9 @@ class StreamListener(StreamingQueryListener):
     def register(self, source: _Source) -> None:
         self.sources[source.token] = source
 
-    def sources_in(self, progress) -> Iterator[tuple[_Source, str, object]]:
-        """``(source, end offset, observed metrics)`` of each ``read_stream`` DataFrame that a
-        progress event (object or dict form) reports on."""
+    def sources_in(self, progress) -> Iterator[tuple[_Source, object, object]]:
+        """``(source, source progress, observed metrics)`` of each ``read_stream`` DataFrame that
+        a progress event (object or dict form) reports on."""
         metrics = _field(progress, "observedMetrics") or {}
         for name, row in metrics.items():
             source = self.sources.get(name.rsplit(":", 1)[-1]) if name.startswith(OBSERVED + ":") else None
@@ -338,7 +416,7 @@ class StreamListener(StreamingQueryListener):
                 continue
             for src in _field(progress, "sources"):
                 if _field(src, "description") == f"DeltaSource[{source.path}]" and _field(src, "endOffset"):
-                    yield source, _field(src, "endOffset"), row
+                    yield source, src, row
 
     def onQueryStarted(self, event) -> None:
         pass
@@ -361,15 +439,46 @@ class StreamListener(StreamingQueryListener):
             log.exception("pravega_spark could not handle the progress of query %s", event.progress.id)
 
     def progress(self, progress) -> None:
-        for source, end, metrics in self.sources_in(progress):
+        for source, src, metrics in self.sources_in(progress):
             name = f"{source.scope}/{source.stream}"
             truncated = int(metrics["truncated_rows"] or 0)
             if truncated:
                 log.warning("query %s batch %d: %d events of %s were truncated before it read them: it resumes "
                             "at the head", progress.id, progress.batchId, truncated, name)
+            _delta.activate(source.manager.spark)
+            end = DeltaOffset.from_json(_field(src, "endOffset"))
+            if not self.check_gaps(source, progress, src, end):
+                continue
             if source.group is not None:  # (``stream_progress`` computes positions on demand)
-                _delta.activate(source.manager.spark)
-                publish(source.manager, source.group, name, cut_for_offset(source, DeltaOffset.from_json(end)))
+                publish(source.manager, source.group, name, cut_for_offset(source, end))
+
+    def check_gaps(self, source: _Source, progress, src, end: DeltaOffset) -> bool:
+        """Fails the query loudly if the log commits its batch consumed skipped events
+        (``skipped_events``): logs an error, stops the query, and ``stream_progress`` raises
+        ``SkippedEventsError``; nothing is published past the gap."""
+        if source.failure is not None:
+            return False
+        run = str(_field(progress, "runId"))
+        start = DeltaOffset.parse(_field(src, "startOffset"))
+        lo, hi = consumed_versions(start, end, source.first_version)
+        lo = max(lo, source.checked.get(run, -1) + 1)
+        if hi < lo:
+            return True
+        gaps = skipped_events(_delta.file_changes(source.manager.spark, source.path, lo, hi))
+        source.checked[run] = hi
+        if not gaps:
+            return True
+        source.failure = SkippedEventsError(
+            f"{source.scope}/{source.stream}: the events table's commit(s) "
+            + ", ".join(f"v{v} (segment {s} offsets {b}-{e})" for v, s, b, e in gaps[:5])
+            + " added events that Delta's streaming source skips (a commit mixing adds and removes, or "
+            "dataChange=false adds, written outside pravega-spark); the query stopped before publishing past them. "
+            "Read the stream with read_events, or restart the query from a stream cut after those commits.")
+        log.error("query %s batch %d: %s", progress.id, progress.batchId, source.failure)
+        query = source.manager.spark.streams.get(str(progress.id))
+        if query is not None:
+            threading.Thread(target=query.stop, name="pravega-spark-stop", daemon=True).start()
+        return False
 
 
 def _field(obj, name: str):

@@ -154,15 +154,16 @@ def test_group_cut_follows_the_query_and_drives_retention_truncation_and_vacuum(
     a = _write(manager, 0, 40)
     reached = manager.tail_stream_cut(SCOPE, STREAM)
     group_sink, behind_sink = Batches(), Batches()
-    _run(manager, group_sink, str(tmp_path / "ck"), reader_group="g")
-    _run(manager, behind_sink, str(tmp_path / "ck-behind"))  # a second query, without a group
-    assert sorted(group_sink.events()) == sorted(a) == sorted(behind_sink.events())
+    first = _run(manager, group_sink, str(tmp_path / "ck"), reader_group="g")
+    progress = manager.stream_progress(first)  # returns once the listener published the last batch
 
     def published():
         rows = manager.subscribers(SCOPE, STREAM).collect()
         return {e.segment_id: e.offset for e in rows[0].stream_cut} if rows else {}
 
-    eventually(lambda: published() == dict(reached.positions), timeout=30)
+    assert published() == dict(reached.positions) == dict(progress.stream_cut.positions)
+    _run(manager, behind_sink, str(tmp_path / "ck-behind"))  # a second query, without a group
+    assert sorted(group_sink.events()) == sorted(a) == sorted(behind_sink.events())
     b = _write(manager, 40, 40)  # beyond the group's cut: retention must keep it
     run = [o for o in manager.run_retention(scope=SCOPE, stream=STREAM)][0]
     assert run.truncated_at == reached and manager.head_stream_cut(SCOPE, STREAM) == reached
@@ -187,6 +188,58 @@ def test_group_cut_follows_the_query_and_drives_retention_truncation_and_vacuum(
     eventually(lambda: "TruncatedDataError: streaming query" in caplog.text
                and "restart it with a new checkpoint location" in caplog.text, timeout=30)
     check_commit_rules(manager._store.events_path(SCOPE, STREAM))
+
+
+def _file(segment: int, base: int, end: int, data_change: bool = True) -> dict:
+    return {"partitionValues": {"segment_id": str(segment), "base_offset": str(base), "end_offset": str(end)},
+            "dataChange": data_change}
+
+
+def test_skipped_events_finds_new_events_only_in_commits_the_source_skips():
+    appended = (1, [_file(0, 0, 100), _file(1, 0, 50)], [])
+    compacted = (2, [_file(0, 0, 100, False)], [_file(0, 0, 60, False), _file(0, 60, 100, False)])
+    straddle = (3, [_file(0, 60, 100)], [_file(0, 60, 100), _file(0, 0, 60)])  # truncation at 80
+    staged = (4, [_file(-7, 0, 10)], [_file(-7, 0, 10)])  # a transaction's manifest rows
+    assert streaming.skipped_events([appended, compacted, straddle, staged]) == []
+    rewritten_and_new = (5, [_file(0, 100, 150), _file(0, 150, 160)], [_file(0, 100, 150)])
+    beyond = (6, [_file(1, 0, 80, False)], [_file(1, 0, 50, False)])  # compaction claiming more
+    other_segment = (7, [_file(2, 0, 10)], [_file(1, 0, 50)])
+    assert streaming.skipped_events([rewritten_and_new, beyond, other_segment]) == [
+        (5, 0, 150, 160), (6, 1, 0, 80), (7, 2, 0, 10)]
+    offset = streaming.DeltaOffset
+    assert streaming.consumed_versions(None, offset(9, -1, True), 5) == (1, 0)  # inside the snapshot
+    assert streaming.consumed_versions(None, offset(9, -1, False), 5) == (5, 8)
+    assert streaming.consumed_versions(offset(4, 2, True), offset(9, 3, False), 0) == (5, 9)
+    assert streaming.consumed_versions(offset(6, 1, False), offset(9, -1, False), 0) == (6, 8)
+
+
+def test_a_batch_that_would_skip_events_stops_the_query_loudly(manager, stream2, tmp_path, caplog):
+    """A commit written outside the library (a replaceWhere overwrite: removes and adds in one
+    commit) adds events that Delta's source skips: the query stops, says so, and the group's cut
+    does not move past them."""
+    manager.create_reader_group(SCOPE, "g", ps.ReaderGroupConfig(
+        {f"{SCOPE}/{STREAM}": "earliest"}, retention_type=ps.StreamDataRetention.MANUAL_RELEASE_AT_USER_STREAMCUT))
+    sink = Batches()
+    _write(manager, 0, 40)
+    manager.stream_progress(_run(manager, sink, str(tmp_path / "ck"), reader_group="g"))
+    before = manager.subscribers(SCOPE, STREAM).collect()[0].stream_cut
+    path = manager._store.events_path(SCOPE, STREAM)
+    events = manager.spark.read.format("delta").load(path)
+    segment, tail = events.where("segment_id >= 0").groupBy("segment_id").agg({"end_offset": "max"}).orderBy(
+        "segment_id").first()
+    old = events.where(f"segment_id = {segment}")
+    new = old.where("record_type = 0").limit(1).selectExpr(
+        "segment_id", f"{tail}L AS base_offset", f"{tail}L + rel_next_offset - rel_offset AS end_offset", "0L AS rel_offset",
+        "rel_next_offset - rel_offset AS rel_next_offset", "record_type", "routing_key", "CAST('rogue' AS BINARY) AS event",
+        "writer_id", "write_time", "rel_event_offset")
+    old.unionByName(new).write.format("delta").mode("overwrite").option("replaceWhere", f"segment_id = {segment}").save(path)
+    _write(manager, 40, 16)
+    query = _run(manager, sink, str(tmp_path / "ck"), reader_group="g")
+    with pytest.raises(ps.SkippedEventsError, match=f"segment {segment} offsets {tail}-"):
+        manager.stream_progress(query)
+    assert "added events that Delta's streaming source skips" in caplog.text
+    assert b"rogue" not in sink.events()
+    assert manager.subscribers(SCOPE, STREAM).collect()[0].stream_cut == before  # not published past the gap
 
 
 def test_bad_read_stream_arguments_are_refused(manager, stream2):

@@ -97,8 +97,8 @@ def filter_segment_ranges(events: DataFrame, *, ranges: Sequence[SegmentRange]) 
 
 def select_read_columns(events: DataFrame, *, scope: str, stream: str) -> DataFrame:
     """The read schema: ``scope, stream, segment_id, offset, event, routing_key, writer_id, write_time``."""
-    return (events.withColumn("scope", F.lit(scope)).withColumn("stream", F.lit(stream))
-            .select(*READ_COLUMNS))
+    values = {"scope": F.lit(scope), "stream": F.lit(stream)}
+    return events.select(*(values.get(c, F.col(c)).alias(c) for c in READ_COLUMNS))
 
 
 def event_boundary_checker(events: DataFrame | None,

@@ -153,9 +153,9 @@ def above_head(events: DataFrame, *, head, name: str) -> DataFrame:
     than a join, which would copy every row), counting them in the observed metric ``name``
     (``truncated_rows``) with the batch's rows."""
     # one head expression in the plan: each copy would be planned (a Delta scan) on its own
-    marked = events.withColumn("__below", F.col("offset") < F.coalesce(F.element_at(head, F.col("segment_id")), F.lit(0)))
+    marked = events.select("*", (F.col("offset") < F.coalesce(F.element_at(head, F.col("segment_id")), F.lit(0))).alias("__below"))
     observed = marked.observe(name, F.count(F.lit(1)).alias("rows"), F.sum(F.col("__below").cast("long")).alias("truncated_rows"))
-    return observed.where(~F.col("__below")).drop("__below")
+    return observed.where(~F.col("__below"))
 
 
 # ---- large events inside a micro-batch ---------------------------------------------------------

@@ -190,6 +190,46 @@ def test_group_cut_follows_the_query_and_drives_retention_truncation_and_vacuum(
     check_commit_rules(manager._store.events_path(SCOPE, STREAM))
 
 
+def test_truncations_under_a_running_query_above_and_below_its_position(manager, stream2, tmp_path, caplog):
+    """A running query, held inside its first batch, is overtaken by a truncation: its later
+    batches skip what was truncated (counted, warned) and go on from the head. A truncation
+    below its position later changes nothing for it."""
+    first, release = threading.Event(), threading.Event()
+    sink = Batches()
+
+    def held(df, batch_id):
+        sink(df, batch_id)
+        if batch_id == 0:
+            first.set()
+            assert release.wait(120)
+
+    a = []
+    for i in range(4):  # four commits of two files: the limit makes batch 0 the first commit
+        a += _write(manager, 20 * i, 20)
+    query = (manager.read_stream(SCOPE, STREAM, max_files_per_trigger=2).writeStream.foreachBatch(held)
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="200 milliseconds").start())
+    try:
+        assert first.wait(120)
+        delivered = sink.events()
+        assert delivered and set(delivered) < set(a)
+        manager.truncate_stream(SCOPE, STREAM, manager.tail_stream_cut(SCOPE, STREAM))  # above the query
+        c = _write(manager, 80, 20)
+        release.set()
+        eventually(lambda: sorted(sink.events()) == sorted(delivered + c), timeout=120)
+        eventually(lambda: sum(m["truncated_rows"] or 0 for p in query.recentProgress for n, m in
+                               p.observedMetrics.items() if n.startswith(streaming.OBSERVED)) == len(a) - len(delivered),
+                   timeout=30)
+        eventually(lambda: "events of iot/sensors were truncated before it read them" in caplog.text, timeout=30)
+        manager.truncate_stream(SCOPE, STREAM, manager.tail_stream_cut(SCOPE, STREAM))  # below it now
+        d = _write(manager, 100, 20)
+        eventually(lambda: sorted(sink.events()) == sorted(delivered + c + d), timeout=120)
+        assert query.isActive and query.exception() is None
+    finally:
+        release.set()
+        query.stop()
+    sink.check_key_order()
+
+
 def _file(segment: int, base: int, end: int, data_change: bool = True) -> dict:
     return {"partitionValues": {"segment_id": str(segment), "base_offset": str(base), "end_offset": str(end)},
             "dataChange": data_change}

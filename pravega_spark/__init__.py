@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 from ._session import spark_session
+from .autoscale_service import AutoscaleOutcome
 from .config import RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, StreamConfiguration
 from .errors import (
     ConditionalTableUpdateError,
@@ -73,5 +74,5 @@ __all__ = [
     "EventPointer", "LargeEventFailedError", "LargeEventReader", "LargeEventWriter", "NoSuchEventError",
     "TransientCleanup", "ExpectationResult", "StreamValidation", "ReaderGroupConfig", "StreamDataRetention", "MaxNumberOfCheckpointsExceededError",
     "ReaderGroup", "ReaderGroupNotFoundError", "EventStreamReader", "ReadBatch",
-    "StreamProgress", "idempotent_delta_sink",
+    "StreamProgress", "idempotent_delta_sink", "AutoscaleOutcome",
 ]

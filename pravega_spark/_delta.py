@@ -236,6 +236,30 @@ def file_changes(spark: SparkSession, path: str, start: int, end: int) -> list[t
     return out
 
 
+def recent_changes(spark: SparkSession, path: str, since_ms: int, keep, chunk: int = 32) -> list[tuple[int, list[dict], list[dict]]]:
+    """The newest commits of the table at ``path`` (as ``file_changes``, oldest first), read
+    backwards from the latest version until a commit whose adds that ``keep(adds, removes)``
+    returns are all older than ``since_ms`` (their ``modificationTime``), or the log's start: the
+    cost follows the recent commits, not the table's history."""
+    latest = int(snapshot(spark, path).version())
+    out: list[tuple[int, list[dict], list[dict]]] = []
+    hi = latest
+    while hi >= 0:
+        lo = max(0, hi - chunk + 1)
+        try:
+            changes = file_changes(spark, path, lo, hi)
+        except Exception as exc:  # noqa: BLE001 - older log files already cleaned up
+            log.debug("no log before version %d of %s (%s)", hi, path, exc)
+            break
+        for version, adds, removes in reversed(changes):
+            kept = keep(adds, removes)
+            if kept and max(int(a.get("modificationTime", 0)) for a in kept) < since_ms:
+                return out[::-1]
+            out.append((version, adds, removes))
+        hi = lo - 1
+    return out[::-1]
+
+
 def wait_for_listeners(spark: SparkSession, timeout_seconds: float) -> bool:
     """Wait until the session's listener bus has delivered every event posted so far (Spark posts
     streaming progress to listeners asynchronously); False if ``timeout_seconds`` passed first."""
@@ -441,13 +465,18 @@ def placed(add, values: dict[str, int | str], data_change: bool = True, modifica
     return add_from_json(json.dumps(entry))
 
 
+# The clock of data files' modification times (seconds). Tests that need traffic at chosen times
+# (auto-scaling's rates) replace it; nothing public sets it.
+_clock = time.time
+
+
 def commit_times(segment_bases: Sequence[tuple[int, int]]) -> list[int]:
     """Modification times (ms) for the files a commit adds, given each file's ``(segment_id,
     base_offset)``: the commit's clock plus the file's rank among the commit's files of its
     segment, so within a segment later offsets get later times, in this commit and (commits to
     a segment being at least a commit's round trip apart) across commits. Delta's streaming
     source then reads an initial snapshot in append order even when a rate limit splits it."""
-    now = int(time.time() * 1000)
+    now = int(_clock() * 1000)
     times = [0] * len(segment_bases)
     rank: dict[int, int] = {}
     for i in sorted(range(len(segment_bases)), key=lambda i: segment_bases[i]):

@@ -18,6 +18,8 @@ from pyspark.sql.types import StructType
 
 from . import _delta
 from .schema import (
+    AUTOSCALE_SCHEMA,
+    AUTOSCALE_TABLE,
     CHUNK_TYPES,
     EVENTS_PARTITION,
     EVENTS_PARTITIONS,
@@ -162,6 +164,9 @@ class Store:
 
     def retention_set_path(self, scope: str, stream: str) -> str:
         return f"{self.stream_dir(scope, stream)}/{RETENTION_SET_TABLE}"
+
+    def autoscale_path(self, scope: str, stream: str) -> str:
+        return f"{self.stream_dir(scope, stream)}/{AUTOSCALE_TABLE}"
 
     def subscribers_path(self, scope: str, stream: str) -> str:
         return f"{self.stream_dir(scope, stream)}/{SUBSCRIBERS_TABLE}"
@@ -588,6 +593,31 @@ class Store:
     def as_tuples(rows: Iterable[Mapping], schema: StructType) -> list[tuple]:
         """Row dicts as tuples in ``schema``'s column order."""
         return [tuple(r[c] for c in schema.fieldNames()) for r in rows]
+
+    # ---- auto-scaling marks -------------------------------------------------------------------
+    def autoscale_marks(self, scope: str, stream: str) -> list[dict]:
+        """The auto-scaler's rows for the stream (``AUTOSCALE_SCHEMA`` as dicts); none yet: []."""
+        path = self.autoscale_path(scope, stream)
+        return self.table_rows(path) if _delta.exists(self.spark, path) else []
+
+    def merge_autoscale_marks(self, scope: str, stream: str, rows: list[dict], keep: set[int]) -> None:
+        """One commit: the rows of ``keep``'s segments, each field the later of the stored one and
+        ``rows``' (two runs at once both keep their requests' mutes and marks)."""
+        def change(stored: list[dict]):
+            merged = {int(r["segment_id"]): dict(r) for r in stored if int(r["segment_id"]) in keep}
+            for r in rows:
+                old = merged.setdefault(int(r["segment_id"]), {"segment_id": int(r["segment_id"]), "last_up": None,
+                                                               "last_down": None, "cold_until": None})
+                for f in ("last_up", "last_down", "cold_until"):
+                    if r[f] is not None and (old[f] is None or r[f] > old[f]):
+                        old[f] = r[f]
+            new = sorted(merged.values(), key=lambda r: r["segment_id"])
+            if new == sorted(stored, key=lambda r: r["segment_id"]):
+                return None
+            return self.as_tuples(new, AUTOSCALE_SCHEMA)
+
+        self.rewrite_rows(self.autoscale_path(scope, stream), AUTOSCALE_SCHEMA, change,
+                          f"auto-scaling marks of {scope}/{stream}")
 
     # ---- retention set -----------------------------------------------------------------------
     def retention_set(self, scope: str, stream: str) -> DataFrame:

@@ -21,10 +21,11 @@ segment's rates those of a segment that started counting then.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -69,6 +70,26 @@ def segment_rates(traffic: DataFrame, *, now: datetime, scale_type: ScaleType) -
     rates = [((F.lit(a) * F.col(f"s{i}") + F.lit(1.0 - a) * F.col("first") * F.pow(F.lit(1.0 - a), F.col("oldest")))
               / scale).alias(name) for i, (a, name) in enumerate(zip(ALPHAS, RATE_COLUMNS, strict=True))]
     return per_segment.select("segment_id", *rates)
+
+
+TRAFFIC_SCHEMA = "segment_id long, time timestamp, events long, bytes long"
+
+
+def traffic_rows(changes: Iterable[tuple[int, list[dict], list[dict]]]) -> list[tuple]:
+    """``segment_id, time, events, bytes`` of each data file that appended events (the adds
+    Delta's streaming source emits: no compaction, no rewrite), from log changes: its commit
+    time (``modificationTime``), its rows (``numRecords``) and its framed bytes (``end_offset -
+    base_offset``). A transaction's or a large event's events count when they are committed."""
+    from .streaming import emitted_adds
+
+    rows = []
+    for _, adds, removes in changes:
+        for a in emitted_adds(adds, removes):
+            values = a["partitionValues"]
+            stats = json.loads(a["stats"]) if a.get("stats") else {}
+            rows.append((int(values["segment_id"]), datetime.fromtimestamp(int(a["modificationTime"]) / 1000, UTC),
+                         int(stats.get("numRecords", 0)), int(values["end_offset"]) - int(values["base_offset"])))
+    return rows
 
 
 def decayed_rates(counts: Sequence[float], tick_seconds: float = TICK_SECONDS) -> tuple[float, ...]:

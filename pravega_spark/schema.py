@@ -32,6 +32,7 @@ READER_GROUPS_TABLE = "reader_groups"
 SEGMENTS_TABLE = "segments"
 EVENTS_TABLE = "events"
 RETENTION_SET_TABLE = "retention_set"
+AUTOSCALE_TABLE = "autoscale"
 SUBSCRIBERS_TABLE = "subscribers"
 TRANSIENT_TABLE = "transient"
 
@@ -210,6 +211,16 @@ TRANSIENT_PROPERTIES = {
     # one commit per staged chunk (128 per GiB): checkpoint rarely, the table stays tiny
     "delta.checkpointInterval": "100",
 }
+
+# The auto-scaler's memory of a stream's open segments (Pravega keeps it in the segment store's
+# cache and the controller's cold markers): the last scale-up and scale-down requests (the mute)
+# and the time a cold mark expires. One small table per stream, rewritten by each run.
+AUTOSCALE_SCHEMA = StructType([
+    StructField("segment_id", LongType(), False),
+    StructField("last_up", TimestampType(), True),
+    StructField("last_down", TimestampType(), True),
+    StructField("cold_until", TimestampType(), True),
+])
 
 RETENTION_SET_SCHEMA = StructType([
     StructField("recording_time", TimestampType(), False),

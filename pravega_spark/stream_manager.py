@@ -20,7 +20,7 @@ from . import _delta, reader
 from . import epochs as epochs_mod
 from ._failpoints import failpoint
 from ._store import Store, stream_key, utc_now
-from .config import StreamConfiguration
+from .config import ScaleType, StreamConfiguration
 from .errors import (
     GenerationMismatchError,
     InvalidConfigError,
@@ -543,6 +543,47 @@ class StreamManager:
         from .retention_service import run_retention
 
         return run_retention(self, scope, stream, None if now is None else _as_utc(now), frequency, bucket, buckets)
+
+    # ---- auto-scaling ------------------------------------------------------------------------
+    def run_autoscale(self, scope: str | None = None, stream: str | None = None, now: datetime | None = None,
+                      bucket: int = 0, buckets: int = 1) -> list:
+        """Apply the streams' by-rate scaling policies once (what ``jobs/autoscale.py`` runs).
+
+        For each unsealed stream whose policy is ``by_event_rate`` / ``by_data_rate``: measure
+        each open segment's rates from the events table's last 20 minutes of commits, decide with
+        Pravega's rules (cooldown 600 s after a segment's creation; split on ``r2 > 5T``, ``r5 >
+        2T`` or ``r10 > T`` into ``min(max(2, rate/T), max(2, scale_factor))`` parts; mark cold
+        and merge cold immediate neighbours when every rate is low and ``r20 < T/2``; mute 600 s
+        after a request; never below ``min_num_segments``) and make the scales with
+        ``scale_stream``. Streams with a fixed policy are never touched. Safe against concurrent
+        runs, manual scales and writers: a scale that a concurrent one beat is skipped.
+
+        Args:
+            scope, stream: limit the run to a scope or one stream.
+            now: the run's notion of the current time (default: the wall clock).
+            bucket, buckets: handle only this bucket's share of the streams.
+
+        Returns:
+            A list of ``AutoscaleOutcome`` (one per stream with a by-rate policy).
+        """
+        from .autoscale_service import run_autoscale
+
+        return run_autoscale(self, scope, stream, None if now is None else _as_utc(now), bucket, buckets)
+
+    def segment_rates(self, scope: str, stream: str, now: datetime | None = None) -> DataFrame:
+        """Each segment's traffic rates as the auto-scaler sees them (``segment_id, r2, r5, r10,
+        r20``: Pravega's decaying rates over 2, 5, 10 and 20 minutes, in events/s, or KiB/s for a
+        data-rate policy) as of ``now``, from the events table's last 20 minutes of commits.
+        Segments without traffic then have no row."""
+        from . import autoscale
+        from .autoscale_service import stream_traffic
+
+        record = self._settled(scope, stream)
+        kind = record.configuration.scaling_policy.scale_type
+        now = _as_utc(now) if now is not None else datetime.now(timezone.utc)
+        return stream_traffic(self, scope, stream, now).transform(
+            autoscale.segment_rates, now=now,
+            scale_type=ScaleType.BY_RATE_IN_EVENTS_PER_SEC if kind is ScaleType.FIXED_NUM_SEGMENTS else kind)
 
     # ---- subscribers (consumption-based retention) -------------------------------------------
     def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:

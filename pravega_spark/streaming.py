@@ -254,19 +254,28 @@ def skipped_events(changes: Sequence[tuple[int, list[dict], list[dict]]]) -> lis
     """
     gaps = []
     for version, adds, removes in changes:
-        deleting = any(r.get("dataChange", True) for r in removes)
         removed: dict[int, list[tuple[int, int]]] = {}
         for r in removes:
             if (span := _span(r)) is not None:
                 removed.setdefault(span[0], []).append(span[1:])
+        emitted = {id(a) for a in emitted_adds(adds, removes)}
         for a in adds:
             span = _span(a)
-            if span is None or not (deleting or not a.get("dataChange", True)):
+            if span is None or id(a) in emitted:
                 continue
             segment, base, end = span
             if not _covered(base, end, removed.get(segment, [])):
                 gaps.append((version, segment, base, end))
     return gaps
+
+
+def emitted_adds(adds: list[dict], removes: list[dict]) -> list[dict]:
+    """The adds of one commit that Delta's source emits with ``skipChangeCommits``: none if the
+    commit removes files with ``dataChange=true``, else those with ``dataChange=true``; only
+    real segments' files (new events, in the order appended)."""
+    if any(r.get("dataChange", True) for r in removes):
+        return []
+    return [a for a in adds if a.get("dataChange", True) and _span(a) is not None]
 
 
 def _span(action: dict) -> tuple[int, int, int] | None:

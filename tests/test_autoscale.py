@@ -4,6 +4,7 @@ re-expressed, each rule just below and just above its threshold."""
 
 from __future__ import annotations
 
+import logging
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -172,3 +173,72 @@ def test_a_fixed_policy_is_never_scaled():
     hot = {0: Rates(r2=1e9, r5=1e9, r10=1e9, r20=1e9)}
     assert decide(_segments(1), hot, ps.ScalingPolicy.fixed(1), {}, T0 + timedelta(days=1)).requests == ()
     assert decide(_segments(3), {}, ps.ScalingPolicy.fixed(1), {}, T0 + timedelta(days=1)).requests == ()
+
+
+# ---- runs on a store -------------------------------------------------------------------------
+def _keys_below_half(spark, n: int) -> list[str]:
+    """``n`` routing keys whose key-space position is below 0.5 (segment 0 of two)."""
+    from pyspark.sql import functions as F
+
+    keys = spark.range(0, 20 * n).select(F.concat(F.lit("hot-"), F.col("id").cast("string")).alias("k"))
+    return [r.k for r in keys.where(ps.key_position(F.col("k")) < 0.5).limit(n).collect()]
+
+
+def _write_at(manager, monkeypatch, at: datetime, keys: list[str], events: int) -> None:
+    """``events`` events over ``keys``, committed with the data files' clock at ``at``."""
+    from pravega_spark import _delta
+
+    monkeypatch.setattr(_delta, "_clock", lambda: at.timestamp())
+    rows = [(keys[i % len(keys)], f"e{i}") for i in range(events)]
+    manager.create_event_writer("iot", "sensors", "w").write_events(
+        manager.spark.createDataFrame(rows, "routing_key string, event string"))
+
+
+def test_run_autoscale_splits_a_hot_segment_once_and_never_scales_a_fixed_stream(manager, stream2, monkeypatch,
+                                                                                  caplog):
+    caplog.set_level(logging.INFO, logger="pravega_spark")
+    now = datetime.now(UTC) + timedelta(minutes=30)  # the segments are 30 minutes old then
+    keys = _keys_below_half(manager.spark, 16)
+    for back in (65, 35, 5):
+        _write_at(manager, monkeypatch, now - timedelta(seconds=back), keys, 400)
+    rates = {r.segment_id: r for r in manager.segment_rates("iot", "sensors", now=now).collect()}
+    assert list(rates) == [0] and rates[0].r2 > 50  # 400 events per 30 s on segment 0 only
+    assert manager.run_autoscale(now=now) == []  # fixed policy: never scaled
+    assert manager.stream_info("iot", "sensors").current_epoch == 0
+    manager.update_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.by_event_rate(10, 2, 2)))
+    [outcome] = manager.run_autoscale(scope="iot", stream="sensors", now=now)
+    [(request, epoch)] = outcome.scaled
+    assert request.direction == "up" and request.sealed == (0,) and request.new_ranges == ((0.0, 0.25), (0.25, 0.5))
+    assert epoch == 1 and outcome.rates[0].r2 == rates[0].r2 and outcome.rates[1] == Rates()
+    assert "auto-scaling iot/sensors: scale up [0]" in caplog.text and "r2" in caplog.text
+    marks = {r["segment_id"]: r for r in manager._store.autoscale_marks("iot", "sensors")}
+    assert marks[1]["cold_until"] is not None  # segment 1 is cold (no traffic), alone: not merged
+    # a run at the wall clock (the new segments' creation is real time): all in their cooldown
+    [again] = manager.run_autoscale()
+    assert again.scaled == () and manager.stream_info("iot", "sensors").current_epoch == 1
+    events = manager.read_events("iot", "sensors").count()
+    assert events == 1200  # nothing lost by the scale
+
+
+def test_a_manual_scale_landing_between_decision_and_scale_wins_alone(manager, stream2, monkeypatch):
+    """The interleaving that a concurrent manual scale makes: it lands after the run decided and
+    before its scale. The run's scale of the same segment is refused and skipped: one scale."""
+    now = datetime.now(UTC) + timedelta(minutes=30)
+    keys = _keys_below_half(manager.spark, 16)
+    _write_at(manager, monkeypatch, now - timedelta(seconds=20), keys, 2000)
+    manager.update_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.by_event_rate(10, 4, 1)))
+    decided = autoscale.decide
+
+    def decide_then_manual_scale(*args, **kwargs):
+        decision = decided(*args, **kwargs)
+        manager.scale_stream("iot", "sensors", [0], [(0.0, 0.1), (0.1, 0.5)])  # the operator's scale
+        return decision
+
+    monkeypatch.setattr(autoscale, "decide", decide_then_manual_scale)
+    [outcome] = manager.run_autoscale(now=now)
+    [(request, reason)] = outcome.skipped
+    assert outcome.scaled == () and request.sealed == (0,) and len(request.new_ranges) == 4
+    info = manager.stream_info("iot", "sensors")
+    assert info.current_epoch == 1  # exactly one scale: the manual one
+    assert sorted((s.key_start, s.key_end) for s in manager._store.segment_records("iot", "sensors")
+                  if s.sealed_epoch is None) == [(0.0, 0.1), (0.1, 0.5), (0.5, 1.0)]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from pyspark.sql import functions as F
 
@@ -60,7 +60,8 @@ class AutoscaleOutcome:
 
 
 def run_autoscale(manager, scope: str | None = None, stream: str | None = None, now: datetime | None = None,
-                  bucket: int = 0, buckets: int = 1) -> list[AutoscaleOutcome]:
+                  bucket: int = 0, buckets: int = 1, cooldown: timedelta = autoscale.COOLDOWN,
+                  mute: timedelta = autoscale.MUTE) -> list[AutoscaleOutcome]:
     """One auto-scaling pass (module docstring) over the store's unsealed streams with a by-rate
     policy, or those of ``scope`` / one ``stream``, or one ``bucket`` of ``buckets``."""
     if not 0 <= bucket < buckets:
@@ -76,7 +77,7 @@ def run_autoscale(manager, scope: str | None = None, stream: str | None = None, 
         if stream_bucket(f"{s}/{t}", buckets) != bucket:
             continue
         try:
-            outcome = autoscale_stream(manager, s, t, now)
+            outcome = autoscale_stream(manager, s, t, now, cooldown, mute)
         except (StreamNotFoundError, StreamSealedError):
             continue  # deleted or sealed meanwhile
         if outcome is not None:
@@ -86,7 +87,8 @@ def run_autoscale(manager, scope: str | None = None, stream: str | None = None, 
     return outcomes
 
 
-def autoscale_stream(manager, scope: str, stream: str, now: datetime) -> AutoscaleOutcome | None:
+def autoscale_stream(manager, scope: str, stream: str, now: datetime, cooldown: timedelta = autoscale.COOLDOWN,
+                     mute: timedelta = autoscale.MUTE) -> AutoscaleOutcome | None:
     """One stream's auto-scaling step; None for a fixed policy."""
     store = manager._store
     record = manager._settled(scope, stream)
@@ -97,7 +99,7 @@ def autoscale_stream(manager, scope: str, stream: str, now: datetime) -> Autosca
     rates = stream_rates(manager, scope, stream, now, policy.scale_type)
     marks = {int(r["segment_id"]): SegmentMarks(r["last_up"], r["last_down"], r["cold_until"])
              for r in store.autoscale_marks(scope, stream)}
-    decision = autoscale.decide(segments, rates, policy, marks, now)
+    decision = autoscale.decide(segments, rates, policy, marks, now, cooldown=cooldown, mute=mute)
     scaled, skipped = [], []
     for request in decision.requests:
         try:

@@ -546,7 +546,8 @@ class StreamManager:
 
     # ---- auto-scaling ------------------------------------------------------------------------
     def run_autoscale(self, scope: str | None = None, stream: str | None = None, now: datetime | None = None,
-                      bucket: int = 0, buckets: int = 1) -> list:
+                      bucket: int = 0, buckets: int = 1, cooldown: timedelta | None = None,
+                      mute: timedelta | None = None) -> list:
         """Apply the streams' by-rate scaling policies once (what ``jobs/autoscale.py`` runs).
 
         For each unsealed stream whose policy is ``by_event_rate`` / ``by_data_rate``: measure
@@ -562,13 +563,17 @@ class StreamManager:
             scope, stream: limit the run to a scope or one stream.
             now: the run's notion of the current time (default: the wall clock).
             bucket, buckets: handle only this bucket's share of the streams.
+            cooldown, mute: Pravega's ``AutoScalerConfig`` (default 600 s each).
 
         Returns:
             A list of ``AutoscaleOutcome`` (one per stream with a by-rate policy).
         """
+        from . import autoscale
         from .autoscale_service import run_autoscale
 
-        return run_autoscale(self, scope, stream, None if now is None else _as_utc(now), bucket, buckets)
+        return run_autoscale(self, scope, stream, None if now is None else _as_utc(now), bucket, buckets,
+                             autoscale.COOLDOWN if cooldown is None else cooldown,
+                             autoscale.MUTE if mute is None else mute)
 
     def segment_rates(self, scope: str, stream: str, now: datetime | None = None) -> DataFrame:
         """Each segment's traffic rates as the auto-scaler sees them (``segment_id, r2, r5, r10,

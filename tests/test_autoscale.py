@@ -195,7 +195,7 @@ def _write_at(manager, monkeypatch, at: datetime, keys: list[str], events: int) 
 
 
 def test_run_autoscale_splits_a_hot_segment_once_and_never_scales_a_fixed_stream(manager, stream2, monkeypatch,
-                                                                                  caplog):
+                                                                                  caplog, capsys):
     caplog.set_level(logging.INFO, logger="pravega_spark")
     now = datetime.now(UTC) + timedelta(minutes=30)  # the segments are 30 minutes old then
     keys = _keys_below_half(manager.spark, 16)
@@ -213,9 +213,12 @@ def test_run_autoscale_splits_a_hot_segment_once_and_never_scales_a_fixed_stream
     assert "auto-scaling iot/sensors: scale up [0]" in caplog.text and "r2" in caplog.text
     marks = {r["segment_id"]: r for r in manager._store.autoscale_marks("iot", "sensors")}
     assert marks[1]["cold_until"] is not None  # segment 1 is cold (no traffic), alone: not merged
-    # a run at the wall clock (the new segments' creation is real time): all in their cooldown
-    [again] = manager.run_autoscale()
-    assert again.scaled == () and manager.stream_info("iot", "sensors").current_epoch == 1
+    # the job at the wall clock (the new segments' creation is real time): all in their cooldown
+    from jobs import autoscale as autoscale_job
+
+    assert autoscale_job.main(["--root", manager.root]) == 0
+    assert "autoscale: 1 streams by rate, 0 scales, 0 skipped" in capsys.readouterr().out
+    assert manager.stream_info("iot", "sensors").current_epoch == 1
     events = manager.read_events("iot", "sensors").count()
     assert events == 1200  # nothing lost by the scale
 

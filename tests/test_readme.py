@@ -25,7 +25,8 @@ def test_quick_start_runs(spark, tmp_path, capsys):
 @pytest.mark.slow  # a whole job/README walk-through: in `make test`, not the inner loop
 def test_retention_writers_and_large_events_examples_run(spark, tmp_path, capsys):
     """The truncation/retention, writers and large-events sections, run after the quick start
-    (they use its names), in one go: each section costs minutes of Delta commits on 2 cores."""
+    (they use its names), in one go: each section costs minutes of Delta commits on 2 cores;
+    then the auto-scaling section."""
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
     namespace = {"root": str(tmp_path / "lake")}
     for block in blocks[:4]:
@@ -35,6 +36,9 @@ def test_retention_writers_and_large_events_examples_run(spark, tmp_path, capsys
     assert "WriteResult(events=0" in out and "TxnStatus.OPEN WriteResult(events=3" in out
     assert "Watermark([2026-01-01T12:00:00+00:00" in out and "TimeWindow(" in out
     assert "WriteResult(events=1, bytes=20971528" in out and "20971520 True" in out
+    autoscaling = next(b for b in blocks if "run_autoscale(" in b)
+    exec(compile(autoscaling, "README.md", "exec"), namespace)  # noqa: S102
+    assert "AutoscaleOutcome(iot/telemetry: no scale, 0 skipped)" in capsys.readouterr().out
 
 
 def test_reader_group_example_runs(spark, tmp_path, capsys):

@@ -236,14 +236,15 @@ def file_changes(spark: SparkSession, path: str, start: int, end: int) -> list[t
     return out
 
 
-def recent_changes(spark: SparkSession, path: str, since_ms: int, keep, chunk: int = 32) -> list[tuple[int, list[dict], list[dict]]]:
+def recent_changes(spark: SparkSession, path: str, since_ms: int, keep) -> list[tuple[int, list[dict], list[dict]]]:
     """The newest commits of the table at ``path`` (as ``file_changes``, oldest first), read
     backwards from the latest version until a commit whose adds that ``keep(adds, removes)``
     returns are all older than ``since_ms`` (their ``modificationTime``), or the log's start: the
-    cost follows the recent commits, not the table's history."""
+    cost follows the recent commits, not the table's history. Versions are read in chunks of 1,
+    2, 4, ... 64, so little of the history is decoded past the window."""
     latest = int(snapshot(spark, path).version())
     out: list[tuple[int, list[dict], list[dict]]] = []
-    hi = latest
+    hi, chunk = latest, 1
     while hi >= 0:
         lo = max(0, hi - chunk + 1)
         try:
@@ -256,7 +257,7 @@ def recent_changes(spark: SparkSession, path: str, since_ms: int, keep, chunk: i
             if kept and max(int(a.get("modificationTime", 0)) for a in kept) < since_ms:
                 return out[::-1]
             out.append((version, adds, removes))
-        hi = lo - 1
+        hi, chunk = lo - 1, min(chunk * 2, 64)
     return out[::-1]
 
 

@@ -57,7 +57,9 @@ from .stream_cut import StreamCut
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    """The store's clock (metadata times: epochs, state changes), the same as the data files'
+    (``_delta._clock``)."""
+    return datetime.fromtimestamp(_delta._clock(), timezone.utc)
 
 
 def from_spark_time(value: datetime | None) -> datetime | None:

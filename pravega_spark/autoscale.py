@@ -8,8 +8,8 @@ out as scales. Here:
 - ``segment_rates`` is a pure DataFrame transformation from per-commit traffic rows
   (``segment_id``, ``time``, ``events``, ``bytes``) to each segment's four rates as of ``now``:
   the same recurrence, applied to 5-s ticks counted back from ``now`` over the last 20 minutes
-  (silent ticks decay the rates, as Pravega's next update does; a segment's first tick with
-  traffic starts its rates, as a rate of 0 takes the instant rate whole).
+  (silent ticks decay the rates, as Pravega's next update does), started at the mean rate since
+  the segment's first tick with traffic in that window.
 - ``decide`` is a pure function from (rates, segments, policy, mute and cold marks, ``now``) to
   the scales to make and the marks to keep: Pravega's cooldown, thresholds, split count, mute,
   cold marking and neighbour-only merges.
@@ -53,9 +53,12 @@ def segment_rates(traffic: DataFrame, *, now: datetime, scale_type: ScaleType) -
     have no row.
 
     Tick ``b`` (0 = the newest) covers ``(now - 5(b+1) s, now - 5b s]``; with ``x_b`` its count
-    per second and ``B`` the oldest tick with traffic, Pravega's recurrence (``rate = x_B``, then
-    ``rate += alpha * (x_b - rate)`` for each later tick, silent ones included) gives
-    ``rate = alpha * S + (1 - alpha) * x_B * (1 - alpha)**B`` with ``S = sum x_b (1 - alpha)**b``.
+    per second and ``B`` the oldest tick with traffic, the rates start at the mean ``m`` of
+    ``x_B .. x_0`` and follow Pravega's recurrence ``rate += alpha * (x_b - rate)`` for each
+    tick from ``B`` on, silent ones included: ``rate = m (1 - alpha)**(B+1) + alpha * S`` with
+    ``S = sum x_b (1 - alpha)**b``. (Pravega starts a rate at its first instant rate; events
+    arrive here in commits, so one tick's instant rate overstates the rate by the commit
+    interval over 5 s, and the slow rates would carry that for their whole window.)
     """
     amount = "events" if scale_type is ScaleType.BY_RATE_IN_EVENTS_PER_SEC else "bytes"
     now_s = now.timestamp()
@@ -64,11 +67,11 @@ def segment_rates(traffic: DataFrame, *, now: datetime, scale_type: ScaleType) -
              .select("segment_id", F.floor(age / TICK_SECONDS).cast("int").alias("tick"), F.col(amount).alias("amount"))
              .groupBy("segment_id", "tick").agg((F.sum("amount") / TICK_SECONDS).alias("x")))
     sums = [F.sum(F.col("x") * F.pow(F.lit(1.0 - a), F.col("tick"))).alias(f"s{i}") for i, a in enumerate(ALPHAS)]
-    per_segment = ticks.groupBy("segment_id").agg(F.max("tick").alias("oldest"), F.max_by("x", "tick").alias("first"),
-                                                  *sums)
+    per_segment = ticks.groupBy("segment_id").agg(F.max("tick").alias("oldest"), F.sum("x").alias("total"), *sums)
+    mean = F.col("total") / (F.col("oldest") + 1)
     scale = 1024.0 if amount == "bytes" else 1.0
-    rates = [((F.lit(a) * F.col(f"s{i}") + F.lit(1.0 - a) * F.col("first") * F.pow(F.lit(1.0 - a), F.col("oldest")))
-              / scale).alias(name) for i, (a, name) in enumerate(zip(ALPHAS, RATE_COLUMNS, strict=True))]
+    rates = [((mean * F.pow(F.lit(1.0 - a), F.col("oldest") + 1) + F.lit(a) * F.col(f"s{i}")) / scale).alias(name)
+             for i, (a, name) in enumerate(zip(ALPHAS, RATE_COLUMNS, strict=True))]
     return per_segment.select("segment_id", *rates)
 
 
@@ -93,12 +96,16 @@ def traffic_rows(changes: Iterable[tuple[int, list[dict], list[dict]]]) -> list[
 
 
 def decayed_rates(counts: Sequence[float], tick_seconds: float = TICK_SECONDS) -> tuple[float, ...]:
-    """Pravega's recurrence applied tick by tick to ``counts`` (oldest first): the reference
-    ``segment_rates`` is checked against."""
-    rates = [0.0] * len(ALPHAS)
-    for count in counts:
-        instant = count / tick_seconds
-        rates = [instant if r == 0 else r + a * (instant - r) for r, a in zip(rates, ALPHAS, strict=True)]
+    """The recurrence applied tick by tick to ``counts`` (oldest first; leading silent ticks do
+    not count), from the mean instant rate: the reference ``segment_rates`` is checked against."""
+    instants = [c / tick_seconds for c in counts]
+    while instants and instants[0] == 0:
+        instants.pop(0)
+    if not instants:
+        return (0.0,) * len(ALPHAS)
+    rates = [sum(instants) / len(instants)] * len(ALPHAS)
+    for instant in instants:
+        rates = [r + a * (instant - r) for r, a in zip(rates, ALPHAS, strict=True)]
     return tuple(rates)
 
 

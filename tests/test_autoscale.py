@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -185,13 +186,17 @@ def _keys_below_half(spark, n: int) -> list[str]:
 
 
 def _write_at(manager, monkeypatch, at: datetime, keys: list[str], events: int) -> None:
-    """``events`` events over ``keys``, committed with the data files' clock at ``at``."""
+    """``events`` events over ``keys``, committed with the store's clock at ``at`` (the internal
+    seam), which is the wall clock again afterwards."""
     from pravega_spark import _delta
 
     monkeypatch.setattr(_delta, "_clock", lambda: at.timestamp())
-    rows = [(keys[i % len(keys)], f"e{i}") for i in range(events)]
-    manager.create_event_writer("iot", "sensors", "w").write_events(
-        manager.spark.createDataFrame(rows, "routing_key string, event string"))
+    try:
+        rows = [(keys[i % len(keys)], f"e{i}") for i in range(events)]
+        manager.create_event_writer("iot", "sensors", "w").write_events(
+            manager.spark.createDataFrame(rows, "routing_key string, event string"))
+    finally:
+        monkeypatch.setattr(_delta, "_clock", time.time)
 
 
 def test_run_autoscale_splits_a_hot_segment_once_and_never_scales_a_fixed_stream(manager, stream2, monkeypatch,
@@ -200,9 +205,9 @@ def test_run_autoscale_splits_a_hot_segment_once_and_never_scales_a_fixed_stream
     now = datetime.now(UTC) + timedelta(minutes=30)  # the segments are 30 minutes old then
     keys = _keys_below_half(manager.spark, 16)
     for back in (65, 35, 5):
-        _write_at(manager, monkeypatch, now - timedelta(seconds=back), keys, 400)
+        _write_at(manager, monkeypatch, now - timedelta(seconds=back), keys, 2000)
     rates = {r.segment_id: r for r in manager.segment_rates("iot", "sensors", now=now).collect()}
-    assert list(rates) == [0] and rates[0].r2 > 50  # 400 events per 30 s on segment 0 only
+    assert list(rates) == [0] and rates[0].r2 > 50  # 2,000 events per 30 s on segment 0 only
     assert manager.run_autoscale(now=now) == []  # fixed policy: never scaled
     assert manager.stream_info("iot", "sensors").current_epoch == 0
     manager.update_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.by_event_rate(10, 2, 2)))
@@ -220,7 +225,7 @@ def test_run_autoscale_splits_a_hot_segment_once_and_never_scales_a_fixed_stream
     assert "autoscale: 1 streams by rate, 0 scales, 0 skipped" in capsys.readouterr().out
     assert manager.stream_info("iot", "sensors").current_epoch == 1
     events = manager.read_events("iot", "sensors").count()
-    assert events == 1200  # nothing lost by the scale
+    assert events == 6000  # nothing lost by the scale
 
 
 def test_a_manual_scale_landing_between_decision_and_scale_wins_alone(manager, stream2, monkeypatch):

@@ -7,13 +7,16 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 import pravega_spark as ps
+from pravega_spark import _delta
+from tests.conftest import eventually
 from tests.invariants import check_key_order, check_stream_consistent
 from tests.workers import CDS_ARCHIVE, CDS_DUMP, batch_rows
 
@@ -46,23 +49,43 @@ def spawn(*args: str) -> subprocess.Popen:
 
 @pytest.mark.slow
 def test_concurrent_writers_and_scaler(spark, root, manager, stream2):
-    writers = [f"w{i}" for i in range(3)]
+    """Writer processes while a scaler process splits and merges, then this process auto-scales
+    (it splits the segment it measured hot) while they write: every event once, in order per key."""
+    manager.update_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.by_event_rate(10, 2, 1)))
+    candidates = spark.createDataFrame([(f"hot-{i}",) for i in range(64)], "k string")
+    hot = [r.k for r in candidates.where(ps.key_position("k") < 0.2).limit(4).collect()]
+    writers = [f"w{i}" for i in range(2)]
     batches, per_batch = 6, 60
     procs = [spawn("append", "--root", root, "--writer", w, "--batches", str(batches),
                    "--per-batch", str(per_batch), "--write-pause", "1") for w in writers]
     procs.append(spawn("scale", "--root", root, "--scales", "2", "--after-events", "--pause", "2"))
+    eventually(lambda: manager.stream_info("iot", "sensors").current_epoch == 2 or procs[-1].poll() is not None,
+               timeout=600)
+    # this process is the auto-scaler: a burst on [0, 0.2) (committed 20 s before a run time 30
+    # minutes ahead, through the internal clock seam), then one run while the writers go on
+    now = datetime.now(timezone.utc) + timedelta(minutes=30)
+    _delta._clock = lambda: (now - timedelta(seconds=20)).timestamp()
+    try:
+        manager.create_event_writer("iot", "sensors", "hot").write_events(spark.createDataFrame(
+            [(hot[i % len(hot)], f"hot:0000:{i:06d}") for i in range(2000)], "routing_key string, event string"))
+    finally:
+        _delta._clock = time.time
+    [outcome] = manager.run_autoscale("iot", "sensors", now=now)
     outputs = [p.communicate(timeout=1200) for p in procs]
     for p, (out, err) in zip(procs, outputs, strict=True):
         assert p.returncode == 0, f"worker failed:\n{out}\n{err[-3000:]}"
     assert outputs[-1][0].count("SCALED") == 2
+    [(request, epoch)] = outcome.scaled  # the segment holding [0, 0.2) split in two
+    assert request.direction == "up" and epoch == 3 and request.new_ranges[0][0] == 0.0
 
     events = check_stream_consistent(spark, manager, "iot", "sensors")
     got = Counter(r.event.decode() for r in events)
     expected = Counter(p for w in writers for b in range(batches) for _, p in batch_rows(w, b, per_batch, 8))
+    expected.update(f"hot:0000:{i:06d}" for i in range(2000))
     assert got == expected  # every event exactly once
     check_key_order(events)
     info = manager.stream_info("iot", "sensors")
-    assert info.current_epoch == 2
+    assert info.current_epoch == 3
     spans = [{sid >> 32 for sid in {r.segment_id for r in events if r.event.decode().startswith(f"{w}:")}} for w in writers]
     assert any(len(epochs) > 1 for epochs in spans), spans  # a scale landed while a writer was writing
     # the read API agrees with the raw table
@@ -124,17 +147,18 @@ def test_truncation_and_compaction_while_writers_append_and_a_scale_happens(spar
 
 
 @pytest.mark.slow
-def test_two_retention_jobs_on_the_same_bucket_at_once(spark, root, manager):
+def test_two_retention_jobs_on_the_same_bucket_at_once(spark, root, manager, stream2):
     """Two job processes over the same streams at the same ``now``: one retention record per due
     run, one truncation, consistent tables."""
-    manager.create_scope("iot")
-    for name in ("a", "b"):
-        manager.create_stream("iot", name, ps.StreamConfiguration(
-            retention_policy=ps.RetentionPolicy.by_size_bytes(1)))
+    retention = ps.RetentionPolicy.by_size_bytes(1)
+    manager.update_stream("iot", "sensors", ps.StreamConfiguration(  # the template's copy: cheaper than a new stream
+        scaling_policy=ps.ScalingPolicy.fixed(2), retention_policy=retention))
+    manager.create_stream("iot", "b", ps.StreamConfiguration(retention_policy=retention))
+    for name in ("sensors", "b"):
         w = manager.create_event_writer("iot", name, writer_id="w")
         w.write_events(spark.createDataFrame(batch_rows("w", 0, 30, 4), "routing_key string, event string"))
     manager.run_retention(now=datetime(2026, 1, 1, tzinfo=timezone.utc))  # a first record each
-    for name in ("a", "b"):
+    for name in ("sensors", "b"):
         w = manager.create_event_writer("iot", name, writer_id="w")
         w.write_events(spark.createDataFrame(batch_rows("w", 1, 30, 4), "routing_key string, event string"))
     env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -144,7 +168,7 @@ def test_two_retention_jobs_on_the_same_bucket_at_once(spark, root, manager):
     for p in procs:
         out, err = p.communicate(timeout=900)
         assert p.returncode == 0, f"job failed:\n{out}\n{err[-3000:]}"
-    for name in ("a", "b"):
+    for name in ("sensors", "b"):
         records = manager._store.retention_records("iot", name)
         assert len(records) == 1  # the 01:00 record, added once; the 00:00 one dropped by the truncation
         assert records[0].recording_time == datetime(2026, 1, 1, 1, tzinfo=timezone.utc)

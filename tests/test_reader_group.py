@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
@@ -260,6 +261,11 @@ def test_two_reader_processes_across_scaling_then_one_killed_mid_batch(spark, ma
         elif written == 4:
             manager.scale_stream("iot", "sensors", [segs[2].segment_id, segs[3].segment_id], [(0.375, 0.75)])
     assert all(p.poll() is None for p in procs.values()) and manager.stream_info("iot", "sensors").current_epoch == 3
+    while not any(ln.startswith("READ A") and int(ln.split()[3]) > 0 for ln in out_a):  # A has written a batch
+        written += 1
+        _write(manager, written, n=80, keys=16)
+        assert procs["A"].poll() is None and written < 40
+        time.sleep(1)
     stall.touch()  # A stops with its next batch of events in hand, unwritten
     while not any(line.startswith("STALLED") for line in out_a):
         written += 1

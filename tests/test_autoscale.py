@@ -111,7 +111,8 @@ def test_scale_down_rule_at_its_threshold_marks_cold_and_merges_cold_neighbours_
     d = _decide({0: low, 1: low}, age=age, n=2)
     assert [r.sealed for r in d.requests] == [(0, 1)] and d.requests[0].new_ranges == ((0.0, 1.0),)
     assert d.marks[0].cold_until == T0 + age + autoscale.COLD_VALIDITY
-    for not_low in (Rates(9.99, 9.99, 9.99, 5.0), Rates(10.0, 9.99, 9.99, 4.99), Rates(9.99, 9.99, 10.0, 4.99)):
+    for not_low in (Rates(9.99, 9.99, 9.99, 5.0), Rates(10.0, 9.99, 9.99, 4.99), Rates(9.99, 10.0, 9.99, 4.99),
+                    Rates(9.99, 9.99, 10.0, 4.99)):  # each rate at its threshold
         assert _decide({0: not_low, 1: not_low}, age=age, n=2).requests == ()
     assert _decide({0: low, 1: low}, age=timedelta(minutes=20), n=2).requests == ()  # not older than 20 minutes
     # segments 0 and 2 cold, 1 busy: no merge (not neighbours); then 1 cools and merges with both

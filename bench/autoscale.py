@@ -15,7 +15,6 @@ Issue #20's target: the long history's run <= 3x the short one's (cost follows t
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pravega_spark as ps
-from bench._common import source
+from bench._common import fresh_store, source
 from pravega_spark import _delta
 
 SCOPE = "bench"
@@ -55,11 +54,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--root", default="/tmp/bench-autoscale")
     a = p.parse_args()
-    shutil.rmtree(a.root, ignore_errors=True)
-    spark = ps.spark_session(**{"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
-    spark.sparkContext.setLogLevel("ERROR")
-    manager = ps.StreamManager(spark, f"{a.root}/store")
-    manager.create_scope(SCOPE)
+    manager = fresh_store(a.root, SCOPE)
     now = datetime.now(timezone.utc)
     policy = ps.ScalingPolicy.by_event_rate(1000, 2, a.segments)
     for stream, history in (("long", a.history), ("short", a.small)):

@@ -15,7 +15,6 @@ notes each batch's arrival time; the clock starts when ``write_event`` returns (
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
 import threading
@@ -27,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark.sql import functions as F
 
 import pravega_spark as ps
-from bench._common import source
+from bench._common import fresh_store, source
 
 SCOPE, STREAM = "bench", "stream"
 
@@ -89,11 +88,8 @@ def main() -> None:
     p.add_argument("--latency", type=int, default=20)
     p.add_argument("--root", default="/tmp/bench-streaming")
     a = p.parse_args()
-    shutil.rmtree(a.root, ignore_errors=True)
-    spark = ps.spark_session(**{"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
-    spark.sparkContext.setLogLevel("ERROR")
-    manager = ps.StreamManager(spark, f"{a.root}/store")
-    manager.create_scope(SCOPE)
+    manager = fresh_store(a.root, SCOPE)
+    spark = manager.spark
     manager.create_stream(SCOPE, STREAM, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
     manager.create_event_writer(SCOPE, STREAM, "bench").write_events(source(spark, a.events, a.size))
     times = {"read_stream": [], "raw": []}

@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from .errors import RetriesExhaustedError
+from .errors import RetriesExhaustedError, TableLocationError
 
 log = logging.getLogger("pravega_spark")
 
@@ -147,33 +147,59 @@ def is_table(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
 
 
-def create_table(spark: SparkSession, path: str, schema: StructType,
-                 partition_by: tuple[str, ...] = (), properties: dict[str, str] | None = None) -> None:
-    """Create an empty Delta table at ``path`` unless one exists (safe to race)."""
+def create_table(spark: SparkSession, path: str, schema: StructType, partition_by: tuple[str, ...] = (),
+                 properties: dict[str, str] | None = None, rows: list[tuple] | None = None) -> bool:
+    """Create the Delta table at ``path`` unless one exists; True if this call created it.
 
-    def create() -> None:
-        if DeltaTable.isDeltaTable(spark, path):
-            return
-        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
-        if partition_by:
-            builder = builder.partitionedBy(*partition_by)
-        for key, value in (properties or {}).items():
-            builder = builder.property(key, value)
-        builder.execute()
+    Safe to race between processes and machines (``tests/test_first_use_race.py``). Version 0,
+    the table's metadata and ``rows`` (tuples in ``schema``'s order, if any), is one commit that
+    the log store writes only if absent, so of several creators exactly one writes it; the others'
+    commits conflict, and their retry finds the table and uses it. A location that is becoming a
+    table (an empty ``_delta_log/``, or a creator's data files not yet committed) is a race, not
+    an error: this call competes for version 0 like any creator, and never deletes anything. (It
+    does not use Delta's ``createIfNotExists``, which refuses such a location.)
 
-    retrying(create, f"create table {path}")
+    Raises:
+        TableLocationError: the location holds something that is not a table being created (a
+            plain file, or a folder with other files); nothing is written.
+        RetriesExhaustedError: the creation kept conflicting (see ``retrying``).
+    """
+    def attempt() -> bool:
+        txn = Transaction(spark, path)
+        if txn.read_version >= 0:
+            return False
+        check_table_location(spark, path)
+        adds = txn.write_rows(rows, schema, partition_by) if rows else []
+        txn.commit_new_table(schema, partition_by, properties or {}, adds)
+        return True
+
+    return retrying(attempt, f"create table {path}")
 
 
-def create_table_with_rows(spark: SparkSession, path: str, rows: DataFrame) -> None:
-    """Create the table at ``path`` holding ``rows`` in its first commit, unless it exists (safe to
-    race: of two creators one writes version 0, the other's retry finds the table)."""
+def _is_delta_entry(name: str, is_dir: bool) -> bool:
+    """Whether a Delta writer makes an entry of this name in a table's folder: its log, hidden and
+    underscored files (checksums, markers), data files, partition folders."""
+    return name.startswith(("_", ".")) or (name.startswith("part-") and not is_dir) or (is_dir and "=" in name)
 
-    def create() -> None:
-        if DeltaTable.isDeltaTable(spark, path):
-            return
-        rows.write.format("delta").mode("ignore").save(path)
 
-    retrying(create, f"create table {path}")
+def check_table_location(spark: SparkSession, path: str) -> None:
+    """Refuse a location holding anything but what a Delta writer makes (``TableLocationError``).
+
+    A folder whose entries are all a Delta writer's (``_delta_log/``, data files, partition
+    folders) may be becoming a table in another process: it passes."""
+    fs, p = _fs(spark, path)
+    if not fs.exists(p):
+        return
+    status = fs.getFileStatus(p)
+    if not status.isDirectory():
+        raise TableLocationError(f"cannot create a table at {path}: a file is there")
+    entries = fs.listStatus(p)
+    stray = sorted(str(e.getPath().getName()) for e in entries
+                   if not _is_delta_entry(str(e.getPath().getName()), bool(e.isDirectory())))
+    if stray:
+        shown = ", ".join(stray[:5]) + (f" and {len(stray) - 5} more" if len(stray) > 5 else "")
+        raise TableLocationError(f"cannot create a table at {path}: it holds {shown}, which is not a Delta "
+                                 "table's; move it away and try again")
 
 
 def read(spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
@@ -854,6 +880,24 @@ class Transaction:
             registered.put(name, metric)
         self._txn.registerSQLMetrics(self.spark._jsparkSession,
                                      jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(registered))
+
+    def commit_new_table(self, schema: StructType, partition_by: tuple[str, ...], properties: dict[str, str],
+                         actions: list) -> int:
+        """Commit version 0 of a table that has none (``read_version`` -1): its metadata (schema,
+        partition columns, properties; the protocol follows from them, as for Delta's CREATE
+        TABLE) and ``actions``. If another creator commits version 0 first, this fails with a
+        conflict (``ProtocolChangedException``) and writes nothing."""
+        if self.read_version >= 0:
+            raise ValueError(f"{self.path} already has version {self.read_version}")
+        jvm = self._jvm
+        metadata = jvm.org.apache.spark.sql.delta.actions.Action.fromJson(json.dumps({"metaData": {
+            "id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
+            "schemaString": schema.json(), "partitionColumns": list(partition_by),
+            "configuration": dict(properties), "createdTime": int(time.time() * 1000)}}))
+        self._txn.updateMetadataForNewTable(metadata)
+        operation = getattr(jvm, "org.apache.spark.sql.delta.DeltaOperations$CreateTable")(
+            metadata, False, False, jvm.scala.Option.empty())
+        return int(self._txn.commit(self._seq(list(actions)), operation))
 
     def commit(self, actions, partition_by: tuple[str, ...] = (), extra: list | None = None,
                delete_predicate: str | None = None) -> int:

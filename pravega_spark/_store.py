@@ -69,6 +69,18 @@ def from_spark_time(value: datetime | None) -> datetime | None:
     return value.astimezone(timezone.utc)
 
 
+def _aware(value):
+    """A collected row's values with every timestamp aware UTC, as ``_delta.read_rows`` gives
+    them (the two ways ``Store.table_rows`` reads a table give the same values)."""
+    if isinstance(value, datetime):
+        return from_spark_time(value)
+    if isinstance(value, dict):
+        return {k: _aware(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_aware(v) for v in value]
+    return value
+
+
 def stream_key(scope: str, stream: str) -> str:
     """The streams table's partition value of a stream: 16 hex digits of SHA-1 of its scoped name."""
     return hashlib.sha1(f"{scope}/{stream}".encode()).hexdigest()[:16]
@@ -125,7 +137,6 @@ class Store:
         # metadata read from a table, keyed by what was read; valid while the table's (version,
         # id) is unchanged, which costs a look at its log rather than a Spark job to check
         self._cache: dict[tuple, tuple[tuple[int, str], object]] = {}
-        self._existing: set[str] = set()  # small tables known to exist (they are never dropped)
         # (segment, offset) pairs known to be event boundaries, per events table id: a fact that
         # never changes once true, so each is checked against the data once per process
         self._boundaries: dict[str, set[tuple[int, int]]] = {}
@@ -185,10 +196,14 @@ class Store:
         return path
 
     def ensure_system_tables(self) -> None:
+        """Create the store's fixed tables (scopes, streams, reader groups) unless they exist: each
+        a log look when it does. Every manager opening the store calls this, so the other methods
+        may take them for granted; per-stream tables are created when their stream is, or on
+        their first write (``_table``). Safe to race (``_delta.create_table``)."""
         for path, schema, parts in ((self.scopes_path, SCOPES_SCHEMA, ()),
-                                    (self.streams_path, STREAMS_SCHEMA, (STREAM_KEY,))):
-            if not _delta.is_table(self.spark, path):
-                _delta.create_table(self.spark, path, schema, parts, SMALL_TABLE_PROPERTIES)
+                                    (self.streams_path, STREAMS_SCHEMA, (STREAM_KEY,)),
+                                    (self.reader_groups_path, READER_GROUPS_SCHEMA, (READER_GROUP_KEY,))):
+            _delta.create_table(self.spark, path, schema, parts, SMALL_TABLE_PROPERTIES)
 
     # ---- scopes ------------------------------------------------------------------------------
     def scopes(self) -> DataFrame:
@@ -208,7 +223,7 @@ class Store:
             df = _delta.read(self.spark, path, version)
             if column is not None:
                 df = df.where(F.col(column) == value)
-            return tuple(r.asDict(recursive=True) for r in df.collect())
+            return tuple(_aware(r.asDict(recursive=True)) for r in df.collect())
 
         return list(self._cached(path, ("rows", column, value), load))
 
@@ -293,13 +308,10 @@ class Store:
 
     # ---- reader groups -----------------------------------------------------------------------
     def reader_groups(self) -> DataFrame:
-        return self._read_or_empty(self.reader_groups_path, READER_GROUPS_SCHEMA)
+        return _delta.read(self.spark, self.reader_groups_path)
 
     def reader_group_row(self, scope: str, group: str) -> dict | None:
         """The group's row (no Spark job while the table is small), or None."""
-        if self.reader_groups_path not in self._existing and not _delta.exists(self.spark, self.reader_groups_path):
-            return None
-        self._existing.add(self.reader_groups_path)  # a table of the store, once created, stays
         rows = [r for r in self.table_rows(self.reader_groups_path, READER_GROUP_KEY, group_key(scope, group))
                 if r["scope"] == scope and r["reader_group"] == group]
         return rows[0] if rows else None
@@ -327,8 +339,8 @@ class Store:
 
         The retention set and subscribers tables are created on first write (``_table``): until
         then they read as empty."""
-        _delta.create_table_with_rows(self.spark, self.segments_path(scope, stream),
-                                      self.spark.createDataFrame(self._segment_rows(initial), SEGMENTS_SCHEMA).coalesce(1))
+        _delta.create_table(self.spark, self.segments_path(scope, stream), SEGMENTS_SCHEMA,
+                            properties=SMALL_TABLE_PROPERTIES, rows=self._segment_rows(initial))
         _delta.create_table(self.spark, self.events_path(scope, stream), EVENTS_SCHEMA,
                             EVENTS_PARTITIONS, EVENTS_PROPERTIES)
 
@@ -559,9 +571,8 @@ class Store:
 
     # ---- tables created on first write -------------------------------------------------------
     def _table(self, path: str, schema: StructType, partition_by: tuple[str, ...] = ()) -> str:
-        """``path``, after creating its (empty) table if it does not exist yet."""
-        if not _delta.exists(self.spark, path):
-            _delta.create_table(self.spark, path, schema, partition_by, SMALL_TABLE_PROPERTIES)
+        """``path``, after creating its (empty) table if it does not exist yet (safe to race)."""
+        _delta.create_table(self.spark, path, schema, partition_by, SMALL_TABLE_PROPERTIES)
         return path
 
     def _read_or_empty(self, path: str, schema: StructType) -> DataFrame:

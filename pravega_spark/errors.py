@@ -129,5 +129,10 @@ class MaxNumberOfCheckpointsExceededError(PravegaSparkError):
     ``MaxNumberOfCheckpointsExceededException``)."""
 
 
+class TableLocationError(PravegaSparkError):
+    """A table's location holds something that is not a Delta table and is not becoming one (a
+    plain file, or a folder with files no Delta writer makes): nothing was written there."""
+
+
 class RetriesExhaustedError(PravegaSparkError):
     """A commit kept conflicting with concurrent writers; nothing was written by this call."""

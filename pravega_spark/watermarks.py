@@ -351,11 +351,16 @@ def compute_round(manager, scope: str, stream: str, now: datetime) -> Watermark 
            "stream_cut": watermark.stream_cut.as_text(), "emit_time": now}
 
     def change(rows: list[dict]):
-        # of two concurrent rounds only one emits: the other's commit conflicts, and its retry
-        # finds a watermark at least as late
-        if any(r["lower_time_bound"] >= watermark.lower_time_bound for r in rows):
+        # The round decided against ``previous``: if another round (a concurrent run) emitted
+        # since, this one emits nothing, so each watermark follows the one it was computed from.
+        # Of two rounds committing at once one conflicts, and its retry lands here.
+        newest = max((_utc(r["lower_time_bound"]) for r in rows), default=None)
+        if newest != (previous.lower_time_bound if previous is not None else None):
             return None
-        return manager._store.as_tuples([*rows, new], schema)
+        # emission order is ``emit_time`` order, even when this round's ``now`` was taken
+        # before the newest watermark's
+        emitted = max([now, *(_utc(r["emit_time"]) for r in rows)])
+        return manager._store.as_tuples([*rows, {**new, "emit_time": emitted}], schema)
 
     if not manager._store.rewrite_rows(wm_path, schema, change, f"emit a watermark on {scope}/{stream}"):
         return None

@@ -11,6 +11,7 @@
     python -m tests.workers compact --root R --scope S --stream T --rounds M --pause P
     python -m tests.workers read-group --root R --scope S --group G --reader ID --sink PATH [--stall-after N | --stall-file F]
     python -m tests.workers read-stream --root R --scope S --stream T --sink PATH --checkpoint C --stall-file F
+    python -m tests.workers race --root BASE --writer W --rounds M --parties P --barrier DIR
 
 A crash run sets PRAVEGA_SPARK_FAILPOINT so the library SIGKILLs the process at that point.
 """
@@ -21,6 +22,7 @@ import argparse
 import os
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 
 import pravega_spark as ps
 
@@ -105,8 +107,6 @@ def run_txn_commit(m: ps.StreamManager, a) -> None:
 
 def run_txn_timeout(m: ps.StreamManager, a) -> None:
     """The timeout job, with a clock far in the future (every lease has expired)."""
-    from datetime import datetime, timedelta, timezone
-
     for _ in range(a.rounds):
         aborted = m.abort_timed_out_transactions(now=datetime.now(timezone.utc) + timedelta(hours=2))
         for ids in aborted.values():
@@ -228,6 +228,78 @@ def run_read_stream(m: ps.StreamManager, a) -> None:
     query.awaitTermination()
 
 
+def barrier(folder: str, name: str, me: str, parties: int, timeout: float = 180.0) -> None:
+    """Wait until ``parties`` processes have reached point ``name`` (a file each in ``folder``)."""
+    os.makedirs(folder, exist_ok=True)
+    open(os.path.join(folder, f"{name}.{me}"), "w").close()
+    deadline = time.monotonic() + timeout
+    while sum(f.startswith(f"{name}.") for f in os.listdir(folder)) < parties:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"barrier {name}: the other processes never came")
+        time.sleep(0.002)
+
+
+RACE_CONFIG = dict(scaling_policy=ps.ScalingPolicy.by_event_rate(10, 2, 2),
+                   retention_policy=ps.RetentionPolicy.by_time(timedelta(hours=1)))
+
+
+def race_steps(a, root: str, session):
+    """The first-ever operations on an empty store at ``root``, in order: (name, step) pairs.
+    A step returns what it printed as its outcome; every process runs the same steps."""
+    state = {}
+
+    def open_store():
+        state["m"] = ps.StreamManager(session, root)
+        return "opened"
+
+    def m():  # after a failed open (reported), open again so that the later steps still race
+        if "m" not in state:
+            state["m"] = ps.StreamManager(session, root)
+        return state["m"]
+
+    def write():
+        writer = m().create_event_writer("race", "s", writer_id=a.writer)
+        writer.write_events(session.createDataFrame(batch_rows(a.writer, 0, 40, 8), "routing_key string, event string"))
+        writer.note_time(datetime.now(timezone.utc))
+        return "wrote"
+
+    def group():
+        config = ps.ReaderGroupConfig(
+            {"race/s": "earliest"}, retention_type=ps.StreamDataRetention.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT)
+        return m().create_reader_group("race", "g", config)
+
+    def read():
+        batch = m().reader_group("race", "g").create_reader(a.writer).read_next()
+        return len(batch.ranges)
+
+    def subscribe():
+        name = f"sub-{a.writer}"
+        m().add_subscriber("race", "s", name, 1)
+        return m().update_subscriber_stream_cut("race", "s", name, 1, m().head_stream_cut("race", "s"))
+
+    return [("open", open_store),
+            ("scope", lambda: m().create_scope("race")),
+            ("stream", lambda: m().create_stream("race", "s", ps.StreamConfiguration(**RACE_CONFIG))),
+            ("write", write), ("group", group), ("read", read), ("subscribe", subscribe),
+            ("retention", lambda: len(m().run_retention("race", "s"))),
+            ("watermarks", lambda: len(m().compute_watermarks("race", "s"))),
+            ("autoscale", lambda: len(m().run_autoscale("race", "s")))]
+
+
+def run_race(session, a) -> None:
+    """ROUNDS rounds, each on a fresh store BASE/round-N: every step of ``race_steps`` starts in
+    all PARTIES processes at once (a file barrier per step). Prints ``STEP round name outcome``
+    or ``FAILED round name error`` for each step (a failed step does not stop the round)."""
+    for r in range(a.rounds):
+        root = os.path.join(a.root, f"round-{r}")
+        for name, step in race_steps(a, root, session):
+            barrier(a.barrier, f"{r}-{name}", a.writer, a.parties)
+            try:
+                print(f"STEP {r} {name} {step()}", flush=True)
+            except Exception as exc:  # noqa: BLE001 - reported to the test, which fails on it
+                print(f"FAILED {r} {name} {type(exc).__name__}: {str(exc).splitlines()[0][:300]}", flush=True)
+
+
 def run_warm_up(m: ps.StreamManager, a) -> None:
     """Load the classes a worker uses (for the class-data-sharing archive): a stream written,
     read and scaled."""
@@ -244,7 +316,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("command", choices=["append", "scale", "truncate", "crash", "txn-commit", "txn-timeout",
                                        "idempotent-append", "large-stage", "compact", "read-group",
-                                       "read-stream", "warm-up"])
+                                       "read-stream", "warm-up", "race"])
     p.add_argument("--root", required=True)
     p.add_argument("--scope", default="iot")
     p.add_argument("--stream", default="sensors")
@@ -272,6 +344,8 @@ def main(argv=None) -> int:
     p.add_argument("--stall-after", type=int, default=0)
     p.add_argument("--stall-file", default="", help="stall once this file exists")
     p.add_argument("--checkpoint", default="")
+    p.add_argument("--parties", type=int, default=1, help="race: how many processes meet at each step")
+    p.add_argument("--barrier", default="", help="race: the barrier folder")
     p.add_argument("--clock-offset", type=float, default=0.0,
                    help="run the store's clock this many seconds ahead (the library's internal seam)")
     a = p.parse_args(argv)
@@ -279,6 +353,9 @@ def main(argv=None) -> int:
         from pravega_spark import _delta
 
         _delta._clock = lambda: time.time() + a.clock_offset
+    if a.command == "race":  # opens its stores itself: opening one is a step of the race
+        run_race(ps.spark_session(**CONF), a)
+        return 0
     m = ps.StreamManager(ps.spark_session(**CONF), a.root)
     {"append": run_append, "scale": run_scale, "truncate": run_truncate, "crash": run_crash,
      "txn-commit": run_txn_commit, "txn-timeout": run_txn_timeout,

@@ -1,0 +1,154 @@
+"""Several processes doing the first-ever operations on an empty store at the same moment.
+
+Every table that is created on first use (the store's catalogs and reader groups, a stream's
+segments and events, writer marks, watermarks, subscribers, the retention set, auto-scaling
+marks) is created here by three processes at once, step by step behind a file barrier, in
+several rounds on fresh stores. Before creation was made safe to race (``_delta.create_table``),
+every round failed in one of the processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+import pravega_spark as ps
+from tests.test_concurrency import spawn
+from tests.workers import race_steps
+
+PARTIES, ROUNDS, EVENTS_PER_WRITER = 3, 3, 40
+
+
+def table_logs(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("_delta_log") if p.is_dir())
+
+
+def metadata_commits(log: Path) -> int:
+    """How many commits of a table's log set its metadata (a table created twice would have two)."""
+    count = 0
+    for commit in log.glob("*.json"):
+        if any("metaData" in json.loads(line) for line in commit.read_text().splitlines() if line.strip()):
+            count += 1
+    return count
+
+
+@pytest.mark.slow
+def test_processes_racing_through_the_first_operations_on_empty_stores(spark, tmp_path):
+    writers = [f"w{i}" for i in range(PARTIES)]
+    procs = [spawn("race", "--root", str(tmp_path / "stores"), "--writer", w, "--rounds", str(ROUNDS),
+                   "--parties", str(PARTIES), "--barrier", str(tmp_path / "barrier")) for w in writers]
+    outcomes: dict[tuple[int, str], list[str]] = defaultdict(list)
+    failures = []
+    for w, proc in zip(writers, procs, strict=True):
+        out, err = proc.communicate(timeout=900)
+        assert proc.returncode == 0, f"{w} exited {proc.returncode}: {err[-3000:]}"
+        for line in out.splitlines():
+            kind, rnd, step, *rest = line.split(" ", 3)
+            if kind == "FAILED":
+                failures.append(f"{w} round {rnd} {step}: {rest[0]}")
+            elif kind == "STEP":
+                outcomes[(int(rnd), step)].append(rest[0])
+    assert not failures, "\n".join(failures)
+
+    steps = [name for name, _ in race_steps(None, "", None)]
+    for r in range(ROUNDS):
+        for step in steps:
+            assert len(outcomes[(r, step)]) == PARTIES, (r, step, outcomes[(r, step)])
+        got = {step: Counter(outcomes[(r, step)]) for step in steps}
+        # exactly one process creates each named thing; the others are told it exists
+        for step in ("scope", "stream", "group"):
+            assert got[step] == Counter({"True": 1, "False": PARTIES - 1}), (r, step, got[step])
+        assert got["open"] == Counter({"opened": PARTIES})
+        assert got["write"] == Counter({"wrote": PARTIES})
+        assert got["subscribe"] == Counter({"True": PARTIES})
+        # the group's two segments went to readers exactly once
+        assert sum(int(n) for n in outcomes[(r, "read")]) == 2, outcomes[(r, "read")]
+        assert got["retention"] == got["autoscale"] == Counter({"1": PARTIES})  # one outcome per stream each
+
+        root = tmp_path / "stores" / f"round-{r}"
+        manager = ps.StreamManager(spark, str(root))
+        validation = manager.validate_stream("race", "s")
+        assert validation.success, [x for x in validation.results if not x.success]
+        assert manager.read_events("race", "s").count() == PARTIES * EVENTS_PER_WRITER
+        assert sorted(manager.writer_marks("race", "s"), key=lambda m: m.writer_id)  # the marks table works
+        assert {r_.subscriber for r_ in manager.subscribers("race", "s").collect()} >= {f"sub-{w}" for w in writers}
+        assert [g.reader_group for g in manager.list_reader_groups("race").collect()] == ["g"]
+        # every table was created once: one commit sets its metadata, none replaced it
+        logs = table_logs(root)
+        names = {log.parent.name for log in logs}
+        assert {"scopes", "streams", "reader_groups", "segments", "events", "writer_marks", "subscribers",
+                "retention_set", "autoscale"} <= names, names
+        for log in logs:
+            assert metadata_commits(log) == 1, log
+
+
+def test_a_table_location_holding_a_stray_file_is_refused_and_left_alone(spark, tmp_path):
+    """A location that will never be a Delta table (a stray file there) gives a clear error and
+    nothing is written; a location that is becoming one (an empty ``_delta_log/``, a creator's
+    data files) is used."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from pravega_spark import _delta
+
+    schema = StructType([StructField("a", LongType())])
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("mine")
+    with pytest.raises(ps.TableLocationError, match="notes.txt"):
+        _delta.create_table(spark, f"file:{stray}", schema)
+    assert sorted(os.listdir(stray)) == ["notes.txt"]
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    with pytest.raises(ps.TableLocationError, match="a file is there"):
+        _delta.create_table(spark, f"file:{a_file}", schema)
+    assert a_file.read_text() == "x"
+
+    becoming = tmp_path / "becoming"
+    (becoming / "_delta_log").mkdir(parents=True)
+    (becoming / "part-00000-0f.c000.snappy.parquet").write_bytes(b"not committed")  # a creator's orphan
+    assert _delta.create_table(spark, f"file:{becoming}", schema, rows=[(1,), (2,)]) is True
+    assert _delta.create_table(spark, f"file:{becoming}", schema, rows=[(3,)]) is False
+    assert sorted(r.a for r in _delta.read(spark, f"file:{becoming}").collect()) == [1, 2]
+
+    # the store's own creation surfaces it the same way: a stray file where a stream's table goes
+    manager = ps.StreamManager(spark, str(tmp_path / "store"))
+    manager.create_scope("s")
+    segments = tmp_path / "store" / "s" / "t" / "segments"
+    segments.mkdir(parents=True)
+    (segments / "README").write_text("x")
+    with pytest.raises(ps.TableLocationError, match="README"):
+        manager.create_stream("s", "t")
+    assert (segments / "README").read_text() == "x"
+    # once the operator moves it away, the next call finishes the creation (the row was CREATING)
+    (segments / "README").unlink()
+    assert manager.create_stream("s", "t") is False
+    assert manager.stream_info("s", "t").state == "ACTIVE"
+
+
+def test_small_table_rows_are_the_same_with_or_without_the_checksum_file(spark, tmp_path):
+    """A process reading right after another's commit may find the version's checksum file not
+    yet written; the rows (aware UTC timestamps) must not depend on it. (The race test above
+    caught ``run_autoscale`` comparing a naive timestamp from that path with an aware one.)"""
+    from datetime import datetime, timezone
+
+    from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+
+    from pravega_spark import _delta
+    from pravega_spark._store import Store
+
+    schema = StructType([StructField("name", StringType()), StructField("at", TimestampType())])
+    path = f"file:{tmp_path / 'small'}"
+    when = datetime(2026, 11, 25, 6, 30, 15, 123456, tzinfo=timezone.utc)
+    Store(spark, str(tmp_path)).rewrite_rows(path, schema, lambda rows: [("a", when)], "write a row")
+    with_checksum = Store(spark, str(tmp_path)).table_rows(path)
+    for crc in (tmp_path / "small" / "_delta_log").glob("*.crc"):
+        crc.unlink()
+    spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    assert _delta.crc_files(_delta.snapshot(spark, path)) is None  # the other path is taken
+    without = Store(spark, str(tmp_path)).table_rows(path)
+    assert with_checksum == without == [{"name": "a", "at": when}]

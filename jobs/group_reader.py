@@ -77,11 +77,12 @@ def last_position(spark, sink: str, reader_id: str) -> dict[int, int] | None:
 
 
 def write_batch(batch: ps.ReadBatch, reader_id: str, app_id: str, sink: str) -> None:
+    """One idempotent append (``txnVersion`` = the batch's revision); safe when several readers
+    create the sink at once (``ps.idempotent_delta_sink`` retries a lost race)."""
     position = json.dumps({str(sid): off for sid, off in batch.position.items()})
-    (batch.events.withColumn("reader", F.lit(reader_id)).withColumn("revision", F.lit(batch.revision))
-     .withColumn("position", F.lit(position))
-     .write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", batch.revision)
-     .save(sink))
+    rows = (batch.events.withColumn("reader", F.lit(reader_id)).withColumn("revision", F.lit(batch.revision))
+            .withColumn("position", F.lit(position)))
+    ps.idempotent_delta_sink(sink, app_id)(rows, batch.revision)
 
 
 def main(argv=None) -> int:

@@ -514,7 +514,11 @@ def idempotent_delta_sink(path: str, app_id: str, **write_options):
     a batch that Spark replays after a failure.
 
     Use a new ``app_id`` with a new checkpoint location (batch ids start again at 0). A batch
-    whose data files were vacuumed away raises ``TruncatedDataError``.
+    whose data files were vacuumed away raises ``TruncatedDataError``. An append that conflicts
+    with another writer of the table (e.g. two writers creating it at once) is retried: the
+    batch's application version makes a repeat a no-op, so several queries or processes may
+    share one sink, each with its own ``app_id``. The function may also be called directly, with
+    any increasing number as ``batch_id`` (``jobs/group_reader.py`` passes batch revisions).
 
     Example:
         >>> query = (manager.read_stream("iot", "sensors").writeStream
@@ -528,7 +532,7 @@ def idempotent_delta_sink(path: str, app_id: str, **write_options):
         writer = (batch.write.format("delta").mode("append").option("txnAppId", app_id)
                   .option("txnVersion", int(batch_id)).options(**write_options))
         try:
-            writer.save(path)
+            _delta.retrying(lambda: writer.save(path), f"append batch {batch_id} to {path}")
         except Exception as e:  # Spark's error for a data file that is gone
             if "FAILED_READ_FILE" in str(e) or "FileNotFoundException" in str(e):
                 raise TruncatedDataError(

@@ -2,9 +2,10 @@
 
 Every table that is created on first use (the store's catalogs and reader groups, a stream's
 segments and events, writer marks, watermarks, subscribers, the retention set, auto-scaling
-marks) is created here by three processes at once, step by step behind a file barrier, in
-several rounds on fresh stores. Before creation was made safe to race (``_delta.create_table``),
-every round failed in one of the processes.
+marks, and a Delta sink that ``ps.idempotent_delta_sink`` appends to) is created here by three
+processes at once, step by step behind a file barrier, in several rounds on fresh stores.
+Before creation was made safe to race (``_delta.create_table``), every round failed in at least
+one process.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def test_processes_racing_through_the_first_operations_on_empty_stores(spark, tm
         # the group's two segments went to readers exactly once
         assert sum(int(n) for n in outcomes[(r, "read")]) == 2, outcomes[(r, "read")]
         assert got["retention"] == got["autoscale"] == Counter({"1": PARTIES})  # one outcome per stream each
+        assert got["sink"] == Counter({"appended": PARTIES})
 
         root = tmp_path / "stores" / f"round-{r}"
         manager = ps.StreamManager(spark, str(root))
@@ -77,6 +79,8 @@ def test_processes_racing_through_the_first_operations_on_empty_stores(spark, tm
         assert sorted(manager.writer_marks("race", "s"), key=lambda m: m.writer_id)  # the marks table works
         assert {r_.subscriber for r_ in manager.subscribers("race", "s").collect()} >= {f"sub-{w}" for w in writers}
         assert [g.reader_group for g in manager.list_reader_groups("race").collect()] == ["g"]
+        sink = spark.read.format("delta").load(str(root / "sink"))
+        assert sorted((x.writer, x.n) for x in sink.collect()) == sorted((w, i) for w in writers for i in range(10))
         # every table was created once: one commit sets its metadata, none replaced it
         logs = table_logs(root)
         names = {log.parent.name for log in logs}

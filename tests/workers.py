@@ -277,13 +277,18 @@ def race_steps(a, root: str, session):
         m().add_subscriber("race", "s", name, 1)
         return m().update_subscriber_stream_cut("race", "s", name, 1, m().head_stream_cut("race", "s"))
 
+    def sink():  # every process's first append creates the same Delta table
+        rows = session.createDataFrame([(a.writer, i) for i in range(10)], "writer string, n int")
+        ps.idempotent_delta_sink(os.path.join(root, "sink"), a.writer)(rows, 0)
+        return "appended"
+
     return [("open", open_store),
             ("scope", lambda: m().create_scope("race")),
             ("stream", lambda: m().create_stream("race", "s", ps.StreamConfiguration(**RACE_CONFIG))),
             ("write", write), ("group", group), ("read", read), ("subscribe", subscribe),
             ("retention", lambda: len(m().run_retention("race", "s"))),
             ("watermarks", lambda: len(m().compute_watermarks("race", "s"))),
-            ("autoscale", lambda: len(m().run_autoscale("race", "s")))]
+            ("autoscale", lambda: len(m().run_autoscale("race", "s"))), ("sink", sink)]
 
 
 def run_race(session, a) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -53,6 +54,27 @@ def local_delta_jars(m2_repository: str | os.PathLike[str] | None = None) -> lis
     return [str(j) for j in jars] if all(j.is_file() for j in jars) else None
 
 
+LOOPBACK = "127.0.0.1"
+LOOPBACK_CONF = ("spark.driver.host", "spark.driver.bindAddress")
+
+
+def defaults_file() -> dict[str, str]:
+    """The settings of ``spark-defaults.conf`` in ``$SPARK_CONF_DIR`` (else ``$SPARK_HOME/conf``),
+    which a new session reads by itself: ``spark_session`` never sets one of them."""
+    folder = os.environ.get("SPARK_CONF_DIR") or (
+        os.path.join(os.environ["SPARK_HOME"], "conf") if os.environ.get("SPARK_HOME") else None)
+    path = Path(folder) / "spark-defaults.conf" if folder else None
+    if path is None or not path.is_file():
+        return {}
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        found = re.match(r"([^\s=:#!]+)\s*[=:\s]\s*(.*)", line)  # Java properties: key, separator, value
+        if found:
+            out[found.group(1)] = found.group(2).strip()
+    return out
+
+
 def spark_session(**spark_conf: str) -> SparkSession:
     """Return a Delta-enabled SparkSession.
 
@@ -60,7 +82,9 @@ def spark_session(**spark_conf: str) -> SparkSession:
     is returned unchanged (its Delta is used, nothing is fetched). Otherwise a local session is
     built with Delta's extension and catalog, and Delta's jars from the local Maven repository
     (``make setup`` puts them there); if they are missing, ``spark.jars.packages`` lets Spark fetch
-    them from Maven Central.
+    them from Maven Central. A setting given in ``spark-defaults.conf`` (``SPARK_CONF_DIR``) or
+    ``spark_conf`` is never replaced by a default of ours; on a local master the driver binds to
+    127.0.0.1 unless one of them says otherwise.
 
     Args:
         **spark_conf: extra settings for a new local session, with dots written as given, e.g.
@@ -78,10 +102,16 @@ def spark_session(**spark_conf: str) -> SparkSession:
         return SparkSession.builder.getOrCreate()
     # Python workers run the driver's interpreter (same pyspark), not whatever python3 is on PATH
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    given = defaults_file()
     builder = SparkSession.builder.appName(spark_conf.pop("spark.app.name", "pravega-spark"))
-    if "spark.master" not in spark_conf and "MASTER" not in os.environ:
-        builder = builder.master("local[2]")
-    conf = dict(LOCAL_DEFAULTS)
+    master = spark_conf.get("spark.master") or given.get("spark.master") or os.environ.get("MASTER")
+    if master is None:
+        master = "local[2]"
+        builder = builder.master(master)
+    conf = {k: v for k, v in LOCAL_DEFAULTS.items() if k not in given}
+    if master.startswith("local"):  # a local driver listens on loopback only
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+        conf.update({k: LOOPBACK for k in LOOPBACK_CONF if k not in given})
     conf.update(spark_conf)
     if "spark.jars" not in conf and "spark.jars.packages" not in conf:
         jars = local_delta_jars()

@@ -2,8 +2,9 @@
 
 Every table that is created on first use (the store's catalogs and reader groups, a stream's
 segments and events, writer marks, watermarks, subscribers, the retention set, auto-scaling
-marks, and a Delta sink that ``ps.idempotent_delta_sink`` appends to) is created here by three
-processes at once, step by step behind a file barrier, in several rounds on fresh stores.
+marks, a large event's transient table, and a Delta sink that ``ps.idempotent_delta_sink``
+appends to) is created here by three processes at once, step by step behind a file barrier, in
+several rounds on fresh stores.
 Before creation was made safe to race (``_delta.create_table``), every round failed in at least
 one process.
 """
@@ -65,6 +66,7 @@ def test_processes_racing_through_the_first_operations_on_empty_stores(spark, tm
             assert got[step] == Counter({"True": 1, "False": PARTIES - 1}), (r, step, got[step])
         assert got["open"] == Counter({"opened": PARTIES})
         assert got["write"] == Counter({"wrote": PARTIES})
+        assert got["large"] == Counter({"committed": PARTIES})
         assert got["subscribe"] == Counter({"True": PARTIES})
         # the group's two segments went to readers exactly once
         assert sum(int(n) for n in outcomes[(r, "read")]) == 2, outcomes[(r, "read")]
@@ -75,7 +77,9 @@ def test_processes_racing_through_the_first_operations_on_empty_stores(spark, tm
         manager = ps.StreamManager(spark, str(root))
         validation = manager.validate_stream("race", "s")
         assert validation.success, [x for x in validation.results if not x.success]
-        assert manager.read_events("race", "s").count() == PARTIES * EVENTS_PER_WRITER
+        events = manager.read_events("race", "s")
+        assert events.count() == PARTIES * (EVENTS_PER_WRITER + 1)  # each writer's events and its large event
+        assert [len(r.event) for r in events.where("routing_key = 'big'").collect()] == [3000] * PARTIES
         assert sorted(manager.writer_marks("race", "s"), key=lambda m: m.writer_id)  # the marks table works
         assert {r_.subscriber for r_ in manager.subscribers("race", "s").collect()} >= {f"sub-{w}" for w in writers}
         assert [g.reader_group for g in manager.list_reader_groups("race").collect()] == ["g"]
@@ -85,7 +89,7 @@ def test_processes_racing_through_the_first_operations_on_empty_stores(spark, tm
         logs = table_logs(root)
         names = {log.parent.name for log in logs}
         assert {"scopes", "streams", "reader_groups", "segments", "events", "writer_marks", "subscribers",
-                "retention_set", "autoscale"} <= names, names
+                "retention_set", "autoscale", "transient", "sink"} <= names, names
         for log in logs:
             assert metadata_commits(log) == 1, log
 

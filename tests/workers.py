@@ -263,6 +263,12 @@ def race_steps(a, root: str, session):
         writer.note_time(datetime.now(timezone.utc))
         return "wrote"
 
+    def large():  # a large event's first staged chunk creates the stream's transient table
+        event = m().create_event_writer("race", "s", writer_id=a.writer).stream_event(routing_key="big", chunk_size=1024)
+        event.write(large_payload(3000))
+        event.commit()
+        return "committed"
+
     def group():
         config = ps.ReaderGroupConfig(
             {"race/s": "earliest"}, retention_type=ps.StreamDataRetention.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT)
@@ -285,7 +291,7 @@ def race_steps(a, root: str, session):
     return [("open", open_store),
             ("scope", lambda: m().create_scope("race")),
             ("stream", lambda: m().create_stream("race", "s", ps.StreamConfiguration(**RACE_CONFIG))),
-            ("write", write), ("group", group), ("read", read), ("subscribe", subscribe),
+            ("write", write), ("large", large), ("group", group), ("read", read), ("subscribe", subscribe),
             ("retention", lambda: len(m().run_retention("race", "s"))),
             ("watermarks", lambda: len(m().compute_watermarks("race", "s"))),
             ("autoscale", lambda: len(m().run_autoscale("race", "s"))), ("sink", sink)]

@@ -1,7 +1,7 @@
 # The two commands of the README. Both run the idempotent set-up first.
 PY := .venv/bin/python
 
-.PHONY: setup demo test test-fast lint bench
+.PHONY: setup demo test test-fast test-unit lint bench
 
 setup:
 	@bash scripts/setup.sh
@@ -14,6 +14,9 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-unit: setup
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 lint: setup
 	$(PY) -m ruff check pravega_spark jobs tests bench

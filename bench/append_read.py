@@ -52,7 +52,7 @@ def bench_append_read(spark, root: str, events: int, size: int, rounds: int = 3)
     manager = ps.StreamManager(spark, root)
     manager.create_scope("bench")
     manager.create_stream("bench", "append", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
-    segments = epoch_members(manager._store.segment_records("bench", "append"), 0)
+    segments = epoch_members(manager.controller.store.segment_records("bench", "append"), 0)
     raw_path = f"{root}/raw_append"
     # warm-up both paths on a small write; the measured write is this writer's second one
     # (a running writer knows its segments and tails; the commit's fence still checks them)
@@ -88,7 +88,7 @@ def bench_read(spark, manager, result) -> None:
 
     # two cuts inside the data: a quarter and three quarters of each segment
     tail = result.tail_stream_cut
-    events_df = manager._store.events("bench", "append")
+    events_df = manager.controller.store.events("bench", "append")
     bounds = {}
     for frac in (0.25, 0.75):
         pos = {}
@@ -98,13 +98,13 @@ def bench_read(spark, manager, result) -> None:
                            .agg(F.min("offset")).first()[0])
         bounds[frac] = ps.StreamCut("bench/append", pos)
     start, end = bounds[0.25], bounds[0.75]
-    records = manager._store.segment_records("bench", "append")
+    records = manager.controller.store.segment_records("bench", "append")
     ranges = segment_ranges(start, end, records)
-    version = manager._store.events_version("bench", "append")
+    version = manager.controller.store.events_version("bench", "append")
 
     def raw_read():
         df = (events_view(spark.read.format("delta").option("versionAsOf", version)
-                          .load(manager._store.events_path("bench", "append")))
+                          .load(manager.controller.store.events_path("bench", "append")))
               .transform(filter_segment_ranges, ranges=ranges))
         df.write.format("noop").mode("overwrite").save()
 
@@ -129,7 +129,7 @@ def bench_read(spark, manager, result) -> None:
 
 def build_history(manager: ps.StreamManager, stream: str, epochs: int) -> None:
     """A 4-segment stream taken through ``epochs`` scales (split, then merge back), in bulk."""
-    store = manager._store
+    store = manager.controller.store
     manager.create_stream("bench", stream, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
     records = store.segment_records("bench", stream)
     t0 = records[0].creation_time
@@ -166,7 +166,7 @@ def bench_history(spark, root: str) -> None:
     for epochs in (5, 500):
         name = f"history{epochs}"
         build_history(manager, name, epochs)
-        sealed = [r.segment_id for r in manager._store.segment_records("bench", name) if r.sealed_epoch is not None]
+        sealed = [r.segment_id for r in manager.controller.store.segment_records("bench", name) if r.sealed_epoch is not None]
         probe = sealed[len(sealed) // 2]
         manager.successors("bench", name, probe), manager.tail_stream_cut("bench", name)  # warm
         succ = statistics.median(

@@ -31,7 +31,7 @@ def read(manager, stream):
 
 
 def files(manager, stream) -> int:
-    return manager.spark.read.format("delta").load(manager._store.events_path("bench", stream)) \
+    return manager.spark.read.format("delta").load(manager.controller.store.events_path("bench", stream)) \
         .select(F.input_file_name()).distinct().count()
 
 

@@ -104,7 +104,7 @@ def truncation_with_deletes(manager, name: str, deleted: int) -> tuple[float, in
     spark = manager.spark
     manager.create_stream("bench", name, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
     writer = manager.create_event_writer("bench", name)
-    store = manager._store
+    store = manager.controller.store
     # seal `deleted` segments in bulk: each split-merge pair is one scale's worth of history
     records = store.segment_records("bench", name)
     latest = store.stream_record("bench", name)

@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 from ._session import spark_session
+from .appender import WriteResult
 from .autoscale_service import AutoscaleOutcome
 from .config import RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, StreamConfiguration
 from .errors import (
@@ -17,6 +18,7 @@ from .errors import (
     GenerationMismatchError,
     IllegalStateError,
     InvalidConfigError,
+    InvalidEventError,
     InvalidNameError,
     InvalidScaleError,
     InvalidStreamCutError,
@@ -43,6 +45,7 @@ from .errors import (
     TruncatedDataError,
     TxnFailedError,
     TxnNotFoundError,
+    WorkflowPendingError,
 )
 from .large_events import EventPointer, LargeEventReader, LargeEventWriter, TransientCleanup
 from .reader_group import EventStreamReader, ReadBatch, ReaderGroup
@@ -58,7 +61,7 @@ from .transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
 from .truncation import TruncationRecord
 from .validation import ExpectationResult, StreamValidation
 from .watermarks import TimeWindow, Watermark, WriterMark
-from .writer import EventStreamWriter, InvalidEventError, WriteResult
+from .writer import EventStreamWriter
 
 __all__ = [
     "ConditionalTableUpdateError", "EventStreamWriter", "EventTooLargeError",
@@ -75,5 +78,5 @@ __all__ = [
     "EventPointer", "LargeEventFailedError", "LargeEventReader", "LargeEventWriter", "NoSuchEventError",
     "TransientCleanup", "ExpectationResult", "StreamValidation", "ReaderGroupConfig", "StreamDataRetention", "MaxNumberOfCheckpointsExceededError",
     "ReaderGroup", "ReaderGroupNotFoundError", "EventStreamReader", "ReadBatch",
-    "StreamProgress", "idempotent_delta_sink", "AutoscaleOutcome",
+    "StreamProgress", "idempotent_delta_sink", "AutoscaleOutcome", "WorkflowPendingError",
 ]

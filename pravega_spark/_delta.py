@@ -367,6 +367,44 @@ def read_rows(spark: SparkSession, path: str, files: list) -> list[dict]:
     return out
 
 
+def session_key(spark: SparkSession) -> int:
+    """A key of the session's JVM side (two Python handles of one session share it)."""
+    return id(spark._jsparkSession) if hasattr(spark, "_jsparkSession") else id(spark)
+
+
+def is_stopped(spark: SparkSession) -> bool:
+    """Whether the session's SparkContext has stopped."""
+    return bool(spark.sparkContext._jsc.sc().isStopped())
+
+
+def plan_leaves(df: DataFrame) -> list[str]:
+    """The class names of the leaves of ``df``'s optimized plan (``LocalRelation``, ...)."""
+    leaves = df._jdf.queryExecution().optimizedPlan().collectLeaves()
+    return [leaves.apply(i).getClass().getSimpleName() for i in range(leaves.size())]
+
+
+def estimated_size(df: DataFrame) -> int | None:
+    """Spark's own size estimate of ``df``'s optimized plan in bytes (no job), or None."""
+    try:
+        size = df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()  # a Scala BigInt
+        return int(size if isinstance(size, int) else str(size.toString()))
+    except Exception:  # noqa: BLE001 - no estimate
+        return None
+
+
+def in_session(df: DataFrame, session: SparkSession) -> DataFrame:
+    """``df``'s (analyzed) plan as a DataFrame of ``session``, so that a commit, its settings and
+    its observed metrics all live in that session."""
+    if df.sparkSession is session:
+        return df
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    jvm = session.sparkContext._jvm
+    jdf = getattr(jvm, "org.apache.spark.sql.classic.Dataset").ofRows(
+        session._jsparkSession, df._jdf.queryExecution().analyzed())
+    return ClassicDataFrame(jdf, session)
+
+
 def _scala_map(m) -> dict:
     out = {}
     it = m.iterator()
@@ -409,7 +447,7 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> Non
 _WRITE_SLICE = 1 << 20
 
 
-def _arrow_type(spark_type):
+def arrow_type(spark_type):
     """The pyarrow type Spark reads back as ``spark_type`` (the types of our tables)."""
     import pyarrow as pa
     from pyspark.sql import types as T
@@ -421,9 +459,9 @@ def _arrow_type(spark_type):
         if isinstance(spark_type, kind):
             return arrow
     if isinstance(spark_type, T.ArrayType):
-        return pa.list_(_arrow_type(spark_type.elementType))
+        return pa.list_(arrow_type(spark_type.elementType))
     if isinstance(spark_type, T.StructType):
-        return pa.struct([pa.field(f.name, _arrow_type(f.dataType)) for f in spark_type.fields])
+        return pa.struct([pa.field(f.name, arrow_type(f.dataType)) for f in spark_type.fields])
     raise TypeError(f"no Arrow type for {spark_type}")
 
 
@@ -702,7 +740,7 @@ class Transaction:
         import pyarrow.parquet as pq
 
         columns = list(zip(*rows, strict=True)) if rows else [[] for _ in fields]
-        arrow_schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType)) for f in fields])
+        arrow_schema = pa.schema([pa.field(f.name, arrow_type(f.dataType)) for f in fields])
         table = pa.table([pa.array(list(c), type=t.type) for c, t in zip(columns, arrow_schema, strict=True)],
                          schema=arrow_schema)
         sink = pa.BufferOutputStream()

@@ -31,7 +31,7 @@ from great_expectations.expectations.metrics.table_metric_provider import TableM
 from pyspark.sql import DataFrame  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from .validation import VIOLATION_PREFIX  # noqa: E402
+from .schema import VIOLATION_PREFIX  # noqa: E402
 
 log = logging.getLogger("pravega_spark")
 

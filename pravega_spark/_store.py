@@ -17,6 +17,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from . import _delta
+from ._failpoints import failpoint
+from .errors import ScopeNotFoundError
 from .schema import (
     AUTOSCALE_SCHEMA,
     AUTOSCALE_TABLE,
@@ -35,6 +37,8 @@ from .schema import (
     RECORD_TRUNCATE,
     RETENTION_SET_SCHEMA,
     RETENTION_SET_TABLE,
+    SCOPE_DELETED,
+    SCOPE_MARK,
     SCOPES_SCHEMA,
     SCOPES_TABLE,
     SEGMENTS_SCHEMA,
@@ -228,7 +232,12 @@ class Store:
         return list(self._cached(path, ("rows", column, value), load))
 
     def scope_exists(self, scope: str) -> bool:
-        return any(r["scope"] == scope for r in self.table_rows(self.scopes_path))
+        return self.scope_creation_time(scope) is not None
+
+    def scope_creation_time(self, scope: str) -> datetime | None:
+        """When the scope was created (its identity: a scope deleted and created again is a new
+        one), or None if it does not exist."""
+        return next((_aware(r["creation_time"]) for r in self.table_rows(self.scopes_path) if r["scope"] == scope), None)
 
     def insert_scope(self, scope: str) -> bool:
         def attempt() -> bool:
@@ -261,7 +270,8 @@ class Store:
 
     # ---- streams -----------------------------------------------------------------------------
     def streams(self) -> DataFrame:
-        return _delta.read(self.spark, self.streams_path)
+        """The streams table's stream rows (not the scopes' deletion marks)."""
+        return _delta.read(self.spark, self.streams_path).where(F.col("stream") != SCOPE_MARK)
 
     def stream_record(self, scope: str, stream: str) -> StreamRecord | None:
         rows = [r for r in self.table_rows(self.streams_path, STREAM_KEY, stream_key(scope, stream))
@@ -279,15 +289,45 @@ class Store:
         rows = [r for r in txn.rows(files) if r["scope"] == scope and r["stream"] == stream]
         return txn, files, StreamRecord.from_row(rows[0]) if rows else None
 
-    def insert_stream(self, record: StreamRecord) -> bool:
+    def insert_stream(self, record: StreamRecord, scope_created: datetime) -> bool:
         """Insert the stream row unless one exists: True if this call inserted it.
 
-        One commit fenced on the stream's partition: of two concurrent inserts one conflicts,
-        and its retry finds the row."""
+        One commit fenced on the stream's partition (of two concurrent inserts one conflicts, and
+        its retry finds the row) and on its scope's deletion mark (``mark_scope_deleted``): a
+        concurrent deletion of the scope makes it conflict, and its retry finds the mark.
+
+        Raises:
+            ScopeNotFoundError: the scope created at ``scope_created`` was deleted.
+        """
         txn, files, found = self._stream_partition(record.scope, record.stream)
+        marks = txn.rows(txn.read_partition(STREAM_KEY, stream_key(record.scope, SCOPE_MARK)))
+        if any(r["stream"] == SCOPE_MARK and r["scope"] == record.scope
+               and _aware(r["creation_time"]) == scope_created for r in marks):
+            raise ScopeNotFoundError(f"scope {record.scope} does not exist (deleted)")
         if found is not None:
             return False
         self._replace(txn, files, [self._stream_row(record)], STREAMS_SCHEMA, (STREAM_KEY,))
+        return True
+
+    def mark_scope_deleted(self, scope: str, scope_created: datetime) -> bool:
+        """Record in the streams table that the scope created at ``scope_created`` is being
+        deleted, unless it has a stream: True if marked (or already marked).
+
+        One commit that reads the whole streams table, so it conflicts with any concurrent
+        stream insert (whose retry then sees the mark, see ``insert_stream``); a stream inserted
+        before it is seen, and the scope is not empty."""
+        txn = _delta.Transaction(self.spark, self.streams_path)
+        files = txn.read_whole_table()
+        rows = txn.rows(files)
+        if any(r["scope"] == scope and r["stream"] != SCOPE_MARK for r in rows):
+            return False
+        key = stream_key(scope, SCOPE_MARK)
+        if any(r[STREAM_KEY] == key and _aware(r["creation_time"]) == scope_created for r in rows):
+            return True
+        now = utc_now()
+        mark = (key, scope, SCOPE_MARK, SCOPE_DELETED, "{}", [], 0, None, None, scope_created, now, 0, None)
+        mine = [f for f in files if _delta.partition_value(f, STREAM_KEY) == key]
+        self._replace(txn, mine, [mark], STREAMS_SCHEMA, (STREAM_KEY,))
         return True
 
     def compare_and_set_stream(self, expected: StreamRecord, new: StreamRecord) -> bool:
@@ -467,6 +507,7 @@ class Store:
             if todo:
                 now = utc_now()
                 markers = [control_row(sid, size, RECORD_SEAL, now) for sid, size in todo.items()]
+                failpoint("seal:before_commit")
                 txn.commit(txn.write_rows(markers, EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS),
                            EVENTS_PARTITIONS)
             return {sid: t.length for sid, t in tails.items()}
@@ -677,20 +718,20 @@ class Store:
     def subscribers(self, scope: str, stream: str) -> DataFrame:
         return self._read_or_empty(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA)
 
-    def _subscriber_rows(self, scope: str, stream: str) -> list[dict]:
+    def subscriber_rows(self, scope: str, stream: str) -> list[dict]:
         path = self.subscribers_path(scope, stream)
         return self.table_rows(path) if _delta.exists(self.spark, path) else []
 
     def subscriber(self, scope: str, stream: str, subscriber: str) -> tuple[int, dict[int, int]] | None:
         """``(generation, cut positions)`` of one subscriber, or None if it is not subscribed."""
-        rows = [r for r in self._subscriber_rows(scope, stream) if r["subscriber"] == subscriber]
+        rows = [r for r in self.subscriber_rows(scope, stream) if r["subscriber"] == subscriber]
         if not rows:
             return None
         return int(rows[0]["generation"]), {int(e["segment_id"]): int(e["offset"]) for e in rows[0]["stream_cut"]}
 
     def has_subscriber_cuts(self, scope: str, stream: str) -> bool:
         """Whether any subscriber has published a cut."""
-        return any(r["stream_cut"] for r in self._subscriber_rows(scope, stream))
+        return any(r["stream_cut"] for r in self.subscriber_rows(scope, stream))
 
     def subscriber_cuts(self, scope: str, stream: str) -> DataFrame:
         """One row per entry of each subscriber's cut: ``subscriber, segment_id, offset``."""

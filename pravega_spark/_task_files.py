@@ -64,10 +64,10 @@ def _stats_time(ts_us: int) -> str:
 def _arrow_schema():
     import pyarrow as pa
 
-    from ._delta import _arrow_type
+    from ._delta import arrow_type
 
     fields = {f.name: f for f in EVENTS_SCHEMA.fields}
-    types = {c: _arrow_type(fields[c].dataType) for c in DATA_COLUMNS}
+    types = {c: arrow_type(fields[c].dataType) for c in DATA_COLUMNS}
     # one writer id per write: a one-entry dictionary (Parquet stores it as a dictionary-encoded
     # string, which Spark reads as the table's string column) instead of a string per row
     types["writer_id"] = pa.dictionary(pa.int32(), pa.string())

@@ -31,6 +31,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .config import ScaleType, ScalingPolicy
+from .events_log import emitted_adds
 from .scaling import split_ranges
 from .segments import SegmentRecord
 
@@ -83,8 +84,6 @@ def traffic_rows(changes: Iterable[tuple[int, list[dict], list[dict]]]) -> list[
     Delta's streaming source emits: no compaction, no rewrite), from log changes: its commit
     time (``modificationTime``), its rows (``numRecords``) and its framed bytes (``end_offset -
     base_offset``). A transaction's or a large event's events count when they are committed."""
-    from .streaming import emitted_adds
-
     rows = []
     for _, adds, removes in changes:
         for a in emitted_adds(adds, removes):

@@ -19,17 +19,20 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from . import _delta, autoscale
+from . import _delta, autoscale, workflows
 from .autoscale import Rates, ScaleRequest, SegmentMarks
 from .config import ScaleType
+from .controller import Controller
 from .errors import (
     ScaleConflictError,
     ScalePreconditionError,
     StreamNotFoundError,
     StreamSealedError,
 )
+from .events_log import emitted_adds
 from .retention_service import stream_bucket
 from .schema import SEALED, SEALING
 from .segments import active_segments
@@ -59,7 +62,7 @@ class AutoscaleOutcome:
         return f"AutoscaleOutcome({self.scope}/{self.stream}: {done}, {len(self.skipped)} skipped)"
 
 
-def run_autoscale(manager, scope: str | None = None, stream: str | None = None, now: datetime | None = None,
+def run_autoscale(controller: Controller, scope: str | None = None, stream: str | None = None, now: datetime | None = None,
                   bucket: int = 0, buckets: int = 1, cooldown: timedelta = autoscale.COOLDOWN,
                   mute: timedelta = autoscale.MUTE) -> list[AutoscaleOutcome]:
     """One auto-scaling pass (module docstring) over the store's unsealed streams with a by-rate
@@ -67,7 +70,7 @@ def run_autoscale(manager, scope: str | None = None, stream: str | None = None, 
     if not 0 <= bucket < buckets:
         raise ValueError(f"bucket must be in [0, {buckets}), got {bucket}")
     now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
-    rows = manager._store.streams().where(~F.col("state").isin(SEALED, SEALING))
+    rows = controller.store.streams().where(~F.col("state").isin(SEALED, SEALING))
     if scope is not None:
         rows = rows.where(F.col("scope") == scope)
     if stream is not None:
@@ -77,7 +80,7 @@ def run_autoscale(manager, scope: str | None = None, stream: str | None = None, 
         if stream_bucket(f"{s}/{t}", buckets) != bucket:
             continue
         try:
-            outcome = autoscale_stream(manager, s, t, now, cooldown, mute)
+            outcome = autoscale_stream(controller, s, t, now, cooldown, mute)
         except (StreamNotFoundError, StreamSealedError):
             continue  # deleted or sealed meanwhile
         if outcome is not None:
@@ -87,23 +90,23 @@ def run_autoscale(manager, scope: str | None = None, stream: str | None = None, 
     return outcomes
 
 
-def autoscale_stream(manager, scope: str, stream: str, now: datetime, cooldown: timedelta = autoscale.COOLDOWN,
+def autoscale_stream(controller: Controller, scope: str, stream: str, now: datetime, cooldown: timedelta = autoscale.COOLDOWN,
                      mute: timedelta = autoscale.MUTE) -> AutoscaleOutcome | None:
     """One stream's auto-scaling step; None for a fixed policy."""
-    store = manager._store
-    record = manager._settled(scope, stream)
+    store = controller.store
+    record = controller.settled(scope, stream)
     policy = record.configuration.scaling_policy
     if policy.scale_type is ScaleType.FIXED_NUM_SEGMENTS:
         return None
     segments = active_segments(store.segment_records(scope, stream))
-    rates = stream_rates(manager, scope, stream, now, policy.scale_type)
+    rates = stream_rates(controller, scope, stream, now, policy.scale_type)
     marks = {int(r["segment_id"]): SegmentMarks(r["last_up"], r["last_down"], r["cold_until"])
              for r in store.autoscale_marks(scope, stream)}
     decision = autoscale.decide(segments, rates, policy, marks, now, cooldown=cooldown, mute=mute)
     scaled, skipped = [], []
     for request in decision.requests:
         try:
-            epoch = manager.scale_stream(scope, stream, list(request.sealed), list(request.new_ranges))
+            epoch = workflows.scale_stream(store, scope, stream, request.sealed, request.new_ranges)
         except (ScaleConflictError, ScalePreconditionError, StreamSealedError) as exc:
             log.info("auto-scaling %s: %s not made (%s)", record.scoped_name, request.reason, exc)
             skipped.append((request, str(exc)))
@@ -120,18 +123,25 @@ def autoscale_stream(manager, scope: str, stream: str, now: datetime, cooldown: 
                             tuple(scaled), tuple(skipped))
 
 
-def stream_rates(manager, scope: str, stream: str, now: datetime, scale_type: ScaleType) -> dict[int, Rates]:
+def stream_rates(controller: Controller, scope: str, stream: str, now: datetime, scale_type: ScaleType) -> dict[int, Rates]:
     """Each segment's rates as of ``now`` from the events table's last 20 minutes of commits."""
-    traffic = stream_traffic(manager, scope, stream, now)
+    traffic = stream_traffic(controller, scope, stream, now)
     rates = traffic.transform(autoscale.segment_rates, now=now, scale_type=scale_type).collect()
     return {int(r.segment_id): Rates(r.r2, r.r5, r.r10, r.r20) for r in rates}
 
 
-def stream_traffic(manager, scope: str, stream: str, now: datetime):
+def stream_traffic(controller: Controller, scope: str, stream: str, now: datetime):
     """The stream's traffic rows (``autoscale.TRAFFIC_SCHEMA``) of the 20 minutes before ``now``,
     read from the events table's log (newest commits first; no data file is read)."""
-    from .streaming import emitted_adds
-
     since_ms = int((now - autoscale.HISTORY).timestamp() * 1000)
-    changes = _delta.recent_changes(manager.spark, manager._store.events_path(scope, stream), since_ms, emitted_adds)
-    return manager.spark.createDataFrame(autoscale.traffic_rows(changes), autoscale.TRAFFIC_SCHEMA)
+    changes = _delta.recent_changes(controller.spark, controller.store.events_path(scope, stream), since_ms, emitted_adds)
+    return controller.spark.createDataFrame(autoscale.traffic_rows(changes), autoscale.TRAFFIC_SCHEMA)
+
+
+def segment_rates_df(controller: Controller, scope: str, stream: str, now: datetime) -> DataFrame:
+    """``StreamManager.segment_rates``: each segment's rates as of ``now`` (events/s, or KiB/s for a
+    data-rate policy; a fixed policy's stream is measured in events/s)."""
+    kind = controller.settled(scope, stream).configuration.scaling_policy.scale_type
+    return stream_traffic(controller, scope, stream, now).transform(
+        autoscale.segment_rates, now=now,
+        scale_type=ScaleType.BY_RATE_IN_EVENTS_PER_SEC if kind is ScaleType.FIXED_NUM_SEGMENTS else kind)

@@ -82,6 +82,10 @@ class EventTooLargeError(PravegaSparkError, ValueError):
     """An event's payload exceeds the size limit."""
 
 
+class InvalidEventError(PravegaSparkError, ValueError):
+    """An event's payload is null or of an unsupported type."""
+
+
 class TxnFailedError(PravegaSparkError):
     """A transaction operation failed (commit after abort/timeout, write after commit)."""
 
@@ -136,3 +140,9 @@ class TableLocationError(PravegaSparkError):
 
 class RetriesExhaustedError(PravegaSparkError):
     """A commit kept conflicting with concurrent writers; nothing was written by this call."""
+
+
+class WorkflowPendingError(RetriesExhaustedError):
+    """A workflow of several commits (seal, scale, update, truncation) recorded its start, then its
+    next commits kept conflicting with concurrent writers: it is pending, not undone, and the
+    next operation on the stream completes it (the stream's state says which workflow)."""

@@ -44,6 +44,8 @@ from pyspark.sql import functions as F
 
 from . import _delta
 from ._failpoints import failpoint
+from .appender import WRITER_CONF, Appender, WriteResult
+from .controller import Controller
 from .errors import (
     EventTooLargeError,
     InvalidConfigError,
@@ -70,7 +72,6 @@ from .schema import (
     UNPLACED,
 )
 from .stream_cut import StreamCut
-from .writer import WRITER_CONF, WriteResult
 
 log = logging.getLogger("pravega_spark")
 
@@ -215,15 +216,16 @@ class LargeEventWriter(io.RawIOBase):
         WriteResult(events=1, bytes=314572808, version=12, tail=...)
     """
 
-    def __init__(self, writer, routing_key: str | None, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
+    def __init__(self, appender: Appender, routing_key: str | None, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
         super().__init__()
-        self._writer = writer
-        self._store = writer._store
+        self._appender = appender
+        self._store = appender.store
+        self._controller = appender.controller
         self.routing_key = routing_key
         self.chunk_size = check_chunk_size(chunk_size)
         self.transient_id = uuid.uuid4().hex
         self._app = transient_app_id(self.transient_id)
-        self._session = writer._session.newSession()
+        self._session = appender.session.newSession()
         for key, value in WRITER_CONF.items():
             self._session.conf.set(key, value)
         # fixed for the event's chunks (a null key gets one random position for the whole event)
@@ -239,7 +241,7 @@ class LargeEventWriter(io.RawIOBase):
 
     def __repr__(self) -> str:
         state = "committed" if self._result is not None else "closed" if self.closed else "open"
-        return (f"LargeEventWriter({self._writer.scoped_name}, key={self.routing_key!r}, "
+        return (f"LargeEventWriter({self._appender.scoped_name}, key={self.routing_key!r}, "
                 f"id={self.transient_id}, {self._size} bytes, {len(self._staged)} chunks staged, {state})")
 
     @property
@@ -295,12 +297,12 @@ class LargeEventWriter(io.RawIOBase):
             return self._result
         self._checkClosed()
         if not self._staged and self._size <= MAX_EVENT_SIZE:
-            result = self._writer.write_event(bytes(self._buffer), routing_key=self.routing_key)
+            result = self._appender.append_bytes(bytes(self._buffer), self.routing_key)
         else:
             if self._buffer or not self._staged:
                 self._stage(self._buffer, last=True)
                 self._buffer = bytearray()
-            result = _delta.retrying(self._commit_attempt, f"commit {self!r}", self._writer._retry)
+            result = _delta.retrying(self._commit_attempt, f"commit {self!r}", self._appender.retry)
             self._remove_staged()
         self._result = result
         super().close()
@@ -317,7 +319,7 @@ class LargeEventWriter(io.RawIOBase):
             return
         self._buffer = bytearray()
         if self._staged:
-            decided = decide(self._writer._manager, self._writer.scope, self._writer.stream,
+            decided = decide(self._controller, self._appender.scope, self._appender.stream,
                              [self.transient_id], _ABORTED)
             if decided.get(self.transient_id) == _COMMITTED:
                 super().close()
@@ -348,7 +350,7 @@ class LargeEventWriter(io.RawIOBase):
         """Stage one chunk: its data file, written once into the events table's directory (not
         referenced by it yet), then a manifest row naming it, appended to the transient table
         (both without a Spark job)."""
-        w = self._writer
+        w = self._appender
         path = self._store.ensure_transient_table(w.scope, w.stream)
         position = self._staged_bytes
         now = datetime.now(timezone.utc)
@@ -373,19 +375,15 @@ class LargeEventWriter(io.RawIOBase):
         log.debug("%r staged %d bytes at position %d (transient version %d)", self, len(chunk), position, version)
 
     def _commit_attempt(self) -> WriteResult:
-        w = self._writer
-        txn = _delta.Transaction(w._session, self._store.events_path(w.scope, w.stream))
+        w = self._appender
+        txn = w.transaction()
         decision = txn.app_version(self._app)
         if decision == _ABORTED:
             raise LargeEventFailedError(f"{self!r} was aborted (idle for longer than the clean-up's "
                                         "timeout); it cannot be committed")
         if decision == _COMMITTED:  # an earlier attempt landed but did not learn it
-            return WriteResult(1, HEADER_SIZE + self._size, None, w._manager.tail_stream_cut(w.scope, w.stream))
-        try:
-            segments, tails = w._open_segments(txn)
-        except _delta.Retry:
-            w._manager._active_stream(w.scope, w.stream)  # finishes a pending scale, or raises sealed
-            raise
+            return WriteResult(1, HEADER_SIZE + self._size, None, self._controller.tail_stream_cut(w.scope, w.stream))
+        segments, tails = w.open_segments_settling(txn)  # finishes a pending scale, or raises sealed
         target = _segment_for(segments, self.key_position).segment_id
         tail = tails[target]
         # the fence: an append to or seal of the target segment after our snapshot fails our commit
@@ -407,23 +405,23 @@ class LargeEventWriter(io.RawIOBase):
         version = txn.commit(adds, EVENTS_PARTITIONS, [txn.set_app_version(self._app, _COMMITTED)])
         failpoint("large:after_commit")
         end = tail + HEADER_SIZE + self._size
-        w._position = {**{s: o for s, o in w._position.items() if s in tails}, target: end}
+        w.moved_to(tails, target, end)
         return WriteResult(1, HEADER_SIZE + self._size, version,
                            StreamCut(w.scoped_name, {**tails, target: end}), {target: HEADER_SIZE + self._size})
 
     def _remove_staged(self, delete_data: bool = False) -> None:
-        w = self._writer
+        w = self._appender
         remove_transient(self._session, self._store.transient_path(w.scope, w.stream),
                          self._store.events_path(w.scope, w.stream), [self.transient_id], delete_data)
 
 
-def decide(manager, scope: str, stream: str, transient_ids: list[str], decision: int) -> dict[str, int]:
+def decide(controller: Controller, scope: str, stream: str, transient_ids: list[str], decision: int) -> dict[str, int]:
     """Record ``decision`` for the transient ids not decided yet (one events-table commit, fenced
     on their decisions); returns every id's decision afterwards."""
-    path = manager._store.events_path(scope, stream)
+    path = controller.store.events_path(scope, stream)
 
     def attempt() -> dict[str, int]:
-        txn = _delta.Transaction(manager.spark, path)
+        txn = _delta.Transaction(controller.spark, path)
         current = {t: txn.app_version(transient_app_id(t)) for t in transient_ids}
         todo = [t for t, v in current.items() if v < 0]
         if todo:
@@ -495,26 +493,26 @@ def idle_transient_ids(session, path: str, now: datetime, idle_timeout: timedelt
     return {tid: sizes[tid] for tid, ms in sorted(latest.items()) if ms <= cutoff}
 
 
-def clean_transient(manager, scope: str, stream: str, now: datetime,
+def clean_transient(controller: Controller, scope: str, stream: str, now: datetime,
                     idle_timeout: timedelta = DEFAULT_IDLE_TIMEOUT) -> TransientCleanup:
     """Abort the stream's idle large events and remove their staged data.
 
     Safe against a concurrent commit of the same event: the abort decision is an events-table
     commit that conflicts with the commit's, so exactly one of them wins.
     """
-    path = manager._store.transient_path(scope, stream)
-    if not _delta.is_table(manager.spark, path):
+    path = controller.store.transient_path(scope, stream)
+    if not _delta.is_table(controller.spark, path):
         return TransientCleanup()
-    idle = idle_transient_ids(manager.spark, path, now, idle_timeout)
+    idle = idle_transient_ids(controller.spark, path, now, idle_timeout)
     if not idle:
         return TransientCleanup()
-    decisions = decide(manager, scope, stream, list(idle), _ABORTED)
+    decisions = decide(controller, scope, stream, list(idle), _ABORTED)
     aborted = tuple(t for t, d in decisions.items() if d == _ABORTED)
-    events_path = manager._store.events_path(scope, stream)
+    events_path = controller.store.events_path(scope, stream)
     files = size = 0
     for ids, delete_data in ((list(aborted), True), ([t for t in idle if t not in aborted], False)):
         if ids:  # an aborted event's chunks are deleted; a committed one's are its event now
-            n, b = remove_transient(manager.spark, path, events_path, ids, delete_data)
+            n, b = remove_transient(controller.spark, path, events_path, ids, delete_data)
             files, size = files + n, size + b
     return TransientCleanup(aborted, tuple(idle), files, size, dict(idle))
 
@@ -533,16 +531,15 @@ class LargeEventReader(io.RawIOBase):
         ...         digest.update(chunk)
     """
 
-    def __init__(self, manager, pointer: EventPointer, window_chunks: int | None = None) -> None:
+    def __init__(self, controller: Controller, pointer: EventPointer, window_chunks: int | None = None) -> None:
         super().__init__()
         scope, stream = pointer.scope_and_stream
         self.pointer = pointer
-        self._manager = manager
-        head = manager.head_stream_cut(scope, stream).positions
+        head = controller.head_stream_cut(scope, stream).positions
         if pointer.offset < max(head.get(pointer.segment_id, 0), 0):
             raise TruncatedDataError(f"{pointer.as_text()} is before the stream's head")
-        version = manager._store.events_version(scope, stream)
-        self._events = manager._store.events(scope, stream, version).where(
+        version = controller.store.events_version(scope, stream)
+        self._events = controller.store.events(scope, stream, version).where(
             F.col(EVENTS_PARTITION) == F.lit(pointer.segment_id))
         self._chunks = self._locate()
         self.size = self._chunks[-1][1] - pointer.offset - HEADER_SIZE
@@ -624,3 +621,26 @@ class LargeEventReader(io.RawIOBase):
         memoryview(buffer).cast("B")[:n] = self._current[:n]
         self._current = self._current[n:]
         return n
+
+
+def clean_transient_data(controller: Controller, scope: str | None, stream: str | None, now: datetime,
+                         idle_timeout: timedelta) -> dict[str, TransientCleanup]:
+    """``StreamManager.clean_transient_data``: ``clean_transient`` on every stream (all, a
+    scope's, or one); only the streams where something was removed are in the result."""
+    out = {}
+    for s, t in controller.stream_names(scope, stream):
+        done = clean_transient(controller, s, t, now, idle_timeout)
+        if done.removed:
+            log.info("transient data of %s/%s: %d large events removed (%d aborted), %d files, %d bytes",
+                     s, t, len(done.removed), len(done.aborted), done.files, done.bytes)
+            out[f"{s}/{t}"] = done
+    return out
+
+
+def transient_data(controller: Controller, scope: str, stream: str) -> DataFrame:
+    """``StreamManager.transient_data``: one row per large event being written."""
+    controller.stream_record(scope, stream)
+    path = controller.store.ensure_transient_table(scope, stream)
+    return (_delta.read(controller.spark, path).groupBy("transient_id", "writer_id", "routing_key")
+            .agg(F.count(F.lit(1)).alias("chunks"), F.sum("size").alias("bytes"),
+                 F.min("stage_time").alias("first_staged"), F.max("stage_time").alias("last_staged")))

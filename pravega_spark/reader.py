@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .errors import InvalidStreamCutError, TruncatedDataError
-from .schema import CHUNK_TYPES, READ_COLUMNS, RECORD_CHUNK, RECORD_EVENT
+from .schema import CHUNK_TYPES, READ_COLUMNS, RECORD_CHUNK, RECORD_CHUNK_END, RECORD_EVENT
 from .segments import SegmentRecord
 from .stream_cut import StreamCut, segments_between, stream_cut_equal_or_after
 
@@ -93,6 +94,16 @@ def filter_segment_ranges(events: DataFrame, *, ranges: Sequence[SegmentRange]) 
             .where((F.col("offset") >= F.col("__lo"))
                    & (F.col("__hi").isNull() | (F.col("offset") < F.col("__hi"))))
             .drop("__sid", "__lo", "__hi"))
+
+
+def segment_ends_at(events: DataFrame, segment_ids: Sequence[int], at: datetime) -> dict[int, int]:
+    """The end of each segment's last event written at or before ``at`` (segments with none are
+    absent): one aggregation over the events table."""
+    rows = (events.where(F.col("segment_id").isin(list(segment_ids)))
+            .where(F.col("write_time") <= F.lit(at))
+            .where(F.col("record_type").isin(RECORD_EVENT, RECORD_CHUNK_END))
+            .groupBy("segment_id").agg(F.max("next_offset").alias("tail")).collect())
+    return {int(r["segment_id"]): int(r["tail"]) for r in rows}
 
 
 def select_read_columns(events: DataFrame, *, scope: str, stream: str) -> DataFrame:

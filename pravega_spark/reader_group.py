@@ -31,8 +31,9 @@ from datetime import datetime, timedelta
 
 from pyspark.sql import DataFrame
 
-from . import _delta, reader
+from . import _delta, reader, subscribers
 from ._store import utc_now
+from .controller import Controller
 from .errors import IllegalStateError, InvalidConfigError, ReaderGroupNotFoundError
 from .large_events import assemble_large_events
 from .reader_group_config import ReaderGroupConfig, StreamDataRetention
@@ -116,9 +117,9 @@ class ReaderGroup:
         >>> batch = reader.read_next(); batch.events.count()  # doctest: +SKIP
     """
 
-    def __init__(self, manager, scope: str, name: str, row: Mapping) -> None:
-        self._manager = manager
-        self._store = manager._store
+    def __init__(self, controller: Controller, scope: str, name: str, row: Mapping) -> None:
+        self._controller = controller
+        self._store = controller.store
         self.scope = scope
         self.name = name
         self.config = ReaderGroupConfig.from_json(row["configuration"])
@@ -215,9 +216,9 @@ class ReaderGroup:
         total = 0
         for stream, cut in self.get_stream_cuts().items():
             scope, name = stream.split("/")
-            end = self.config.end_of(stream) or self._manager.tail_stream_cut(scope, name)
+            end = self.config.end_of(stream) or self._controller.tail_stream_cut(scope, name)
             if cut.positions:
-                total += self._manager.size_between(scope, name, cut, end)
+                total += self._controller.size_between(scope, name, cut, end)
         return total
 
     def update_retention_stream_cut(self, cuts: Mapping[str, StreamCut]) -> None:
@@ -238,9 +239,10 @@ class ReaderGroup:
         self._publish(cuts)
 
     def _publish(self, cuts: Mapping[str, StreamCut]) -> None:
-        subscribe(self._manager, self.scope, self.name, self.config, self.generation)  # after a crash at creation
+        subscribe(self._controller, self.scope, self.name, self.config, self.generation)  # after a crash at creation
         for stream, cut in sorted(cuts.items()):
-            self._manager.update_subscriber_stream_cut(*stream.split("/"), self.scoped_name, self.generation, cut)
+            subscribers.update_subscriber_stream_cut(self._controller, *stream.split("/"), self.scoped_name,
+                                                     self.generation, cut)
         log.info("%r published its subscriber cuts %s", self, cuts)
 
     def _published_checkpoint(self, before: ReaderGroupState, after: ReaderGroupState) -> None:
@@ -267,7 +269,7 @@ class ReaderGroup:
         old_config = ReaderGroupConfig.from_json(old["configuration"])
         new_config = config or old_config
         if config is not None:
-            state = initial_state(self._manager, new_config, self._clock())
+            state = initial_state(self._controller, new_config, self._clock())
         else:
             last = [c for c in ReaderGroupState.from_json(old["state"]).checkpoints if c.complete]
             if not last:
@@ -283,9 +285,9 @@ class ReaderGroup:
                     "state": state.to_json(), "update_time": utc_now()}
 
         self._store.update_reader_group(self.scope, self.name, change, f"reset {self.scoped_name}")
-        unsubscribe(self._manager, self.scope, self.name, old_config, int(old["generation"]))
+        unsubscribe(self._controller, self.scope, self.name, old_config, int(old["generation"]))
         self.config, self.generation = new_config, generation
-        subscribe(self._manager, self.scope, self.name, new_config, generation)
+        subscribe(self._controller, self.scope, self.name, new_config, generation)
         log.info("%r reset to generation %d", self, generation)
 
     def _cuts(self, positions: Mapping[SegmentRef, int]) -> dict[str, StreamCut]:
@@ -408,7 +410,7 @@ class EventStreamReader:
         """Read every owned segment up to its tail or end offset: the ranges to read, the
         events versions they are pinned to, and the state with positions and completions (of
         the segments an earlier batch read to their end)."""
-        store, manager = self._group._store, self._group._manager
+        store, controller = self._group._store, self._group._controller
         owned = dict(state.positions[self.reader_id])
         ranges: dict[tuple[str, int], tuple[int, int]] = {}
         versions: dict[str, int] = {}
@@ -428,7 +430,7 @@ class EventStreamReader:
                 truncated = False
                 if not tail.sealed and (tail.length == 0 or tail.length < start):  # empty, or deleted?
                     if deleted is None:
-                        truncation = manager.truncation_record(scope, name)
+                        truncation = controller.truncation_record(scope, name)
                         deleted = {*truncation.deleted_segments, *truncation.to_delete}
                     truncated = ref.segment_id in deleted
                 if truncated:  # Pravega's TruncatedDataException: the reader moves on past the head
@@ -439,7 +441,7 @@ class EventStreamReader:
                     state = state.record_read(self.reader_id, {ref: to})
                 elif truncated or (tail.sealed and start >= tail.length) or (end is not None and start >= end):
                     if not records:
-                        manager._settled(scope, name)  # a scale a crash left half-done is finished first
+                        controller.settled(scope, name)  # a scale a crash left half-done is finished first
                         records = {r.segment_id: r for r in store.segment_records(scope, name)}
                         allowed = _within_end(list(records.values()), self._group.config.end_of(stream))
                     record = records.get(ref.segment_id)
@@ -491,7 +493,7 @@ def _within_end(records, end: StreamCut | None) -> set[int] | None:
     return seen
 
 
-def initial_state(manager, config: ReaderGroupConfig, now: int | None = None) -> ReaderGroupState:
+def initial_state(controller: Controller, config: ReaderGroupConfig, now: int | None = None) -> ReaderGroupState:
     """The state of a new group: each stream's start cut (``"earliest"``: the head now,
     ``"latest"``: the tail now) as unassigned segments (a ``-1`` entry waits in ``future`` for
     its predecessors in the cut), and its end cut's offsets."""
@@ -501,9 +503,9 @@ def initial_state(manager, config: ReaderGroupConfig, now: int | None = None) ->
     for stream in config.scoped_streams:
         scope, name = stream.split("/")
         begin = config.start_of(stream)
-        cut = (manager.head_stream_cut(scope, name) if begin == "earliest"
-               else manager.tail_stream_cut(scope, name) if begin == "latest" else begin)
-        records = manager._store.segment_records(scope, name)
+        cut = (controller.head_stream_cut(scope, name) if begin == "earliest"
+               else controller.tail_stream_cut(scope, name) if begin == "latest" else begin)
+        records = controller.segment_records(scope, name)
         for sid, off in cut.positions.items():
             if off >= 0:
                 start[SegmentRef(stream, sid)] = off
@@ -515,19 +517,19 @@ def initial_state(manager, config: ReaderGroupConfig, now: int | None = None) ->
     return ReaderGroupState.initial(start, ends, future, now_ms() if now is None else now)
 
 
-def subscribe(manager, scope: str, group: str, config: ReaderGroupConfig, generation: int) -> None:
+def subscribe(controller: Controller, scope: str, group: str, config: ReaderGroupConfig, generation: int) -> None:
     """Subscribe the group to each of its streams with ``generation`` (if its retention type is
     not NONE): the subscriber id is the group's scoped name. Idempotent."""
     if config.is_subscriber:
         for stream in config.scoped_streams:
-            manager.add_subscriber(*stream.split("/"), f"{scope}/{group}", generation)
+            subscribers.add_subscriber(controller, *stream.split("/"), f"{scope}/{group}", generation)
 
 
-def unsubscribe(manager, scope: str, group: str, config: ReaderGroupConfig, generation: int) -> None:
+def unsubscribe(controller: Controller, scope: str, group: str, config: ReaderGroupConfig, generation: int) -> None:
     """Remove the group's subscriptions of ``generation`` (if it is a subscriber). Idempotent."""
     if config.is_subscriber:
         for stream in config.scoped_streams:
-            manager.remove_subscriber(*stream.split("/"), f"{scope}/{group}", generation)
+            subscribers.remove_subscriber(controller, *stream.split("/"), f"{scope}/{group}", generation)
 
 
 def group_row(scope: str, name: str, config: ReaderGroupConfig, state: ReaderGroupState, generation: int,

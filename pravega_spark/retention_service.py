@@ -17,7 +17,8 @@ from datetime import datetime, timedelta, timezone
 
 from pyspark.sql import functions as F
 
-from . import retention
+from . import retention, workflows
+from .controller import Controller
 from .errors import InvalidStreamCutError, StreamNotFoundError
 from .schema import SEALED, SEALING
 from .stream_cut import StreamCut
@@ -68,12 +69,12 @@ class RetentionOutcome:
         return f"RetentionOutcome({self.scope}/{self.stream}: {what}, recorded={self.recorded is not None})"
 
 
-def run_retention(manager, scope: str | None = None, stream: str | None = None, now: datetime | None = None,
+def run_retention(controller: Controller, scope: str | None = None, stream: str | None = None, now: datetime | None = None,
                   frequency: timedelta | None = None, bucket: int = 0, buckets: int = 1) -> list[RetentionOutcome]:
     """Apply every retention policy once (see the module docstring); returns what it did per stream.
 
     Args:
-        manager: the ``StreamManager`` of the store.
+        controller: the store's ``Controller``.
         scope, stream: limit the run to a scope or one stream.
         now: the time the run takes as current (default: the wall clock); makes runs reproducible.
         frequency: minimum age of the newest retention record before a new one is recorded.
@@ -84,7 +85,7 @@ def run_retention(manager, scope: str | None = None, stream: str | None = None, 
         raise ValueError(f"bucket must be in [0, {buckets}), got {bucket}")
     now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     frequency = DEFAULT_FREQUENCY if frequency is None else frequency
-    rows = manager._store.streams().where(F.col("state") != F.lit(SEALED))
+    rows = controller.store.streams().where(F.col("state") != F.lit(SEALED))
     if scope is not None:
         rows = rows.where(F.col("scope") == scope)
     if stream is not None:
@@ -95,7 +96,7 @@ def run_retention(manager, scope: str | None = None, stream: str | None = None, 
         if stream_bucket(f"{s}/{t}", buckets) != bucket:
             continue
         try:
-            outcome = retain_stream(manager, s, t, now, frequency)
+            outcome = retain_stream(controller, s, t, now, frequency)
         except StreamNotFoundError:
             continue  # deleted meanwhile
         if outcome is not None:
@@ -105,16 +106,16 @@ def run_retention(manager, scope: str | None = None, stream: str | None = None, 
     return outcomes
 
 
-def retain_stream(manager, scope: str, stream: str, now: datetime,
+def retain_stream(controller: Controller, scope: str, stream: str, now: datetime,
                   frequency: timedelta) -> RetentionOutcome | None:
     """One stream's retention step; None if the stream has no retention policy or is sealed."""
-    store = manager._store
-    record = manager._recover(manager._stream(scope, stream))  # also finishes a crashed truncation
+    store = controller.store
+    record = controller.recover(controller.stream_record(scope, stream))  # also finishes a crashed truncation
     policy = record.configuration.retention_policy
     if policy is None or record.state in (SEALING, SEALED):
         return None
     segments = store.segment_records(scope, stream)
-    tail = manager._tail(record, segments)
+    tail = controller.tail(record, segments)
     retention_set = store.retention_records(scope, stream)
     recorded = None
     if retention.record_due(retention_set, now, frequency):
@@ -130,13 +131,13 @@ def retain_stream(manager, scope: str, stream: str, now: datetime,
     outcome = RetentionOutcome(scope, stream, recorded, lower_bound)
     if cut is None or not cut.positions:
         return outcome
-    before = manager.truncation_record(scope, stream)
+    before = controller.truncation_record(scope, stream)
     try:
-        manager.truncate_stream(scope, stream, cut)
+        workflows.truncate_stream(store, scope, stream, cut)
     except InvalidStreamCutError as exc:  # behind or overlapping the head: Pravega ignores it
         log.info("retention of %s: not truncating at %r (%s)", record.scoped_name, cut, exc)
         return outcome
-    after = manager.truncation_record(scope, stream)
+    after = controller.truncation_record(scope, stream)
     kept = retention.records_after_truncation(retention_set, cut, segments)
     dropped = [r for r in retention_set if r not in kept]
     if dropped:

@@ -443,3 +443,28 @@ def split_ranges(key_start: float, key_end: float, parts: int) -> list[tuple[flo
     width = (end - start) / parts
     bounds = [start + i * width for i in range(parts)] + [end]
     return [(bounds[i], bounds[i + 1]) for i in range(parts)]
+
+
+def scale_up_to(segments: Sequence[SegmentRecord], min_num_segments: int) -> tuple[list[int], list[tuple[float, float]]]:
+    """The scale that brings the open ``segments`` up to ``min_num_segments`` (an update that
+    raises the minimum, as Pravega's ``UpdateStreamTask`` does): ``(sealed ids, new ranges)``,
+    both empty when there are enough segments already.
+
+    The parts go one at a time to the segment whose parts would be widest, so the new segments
+    are as even as the current key ranges allow; each split segment is cut into equal parts.
+
+    Example:
+        >>> from pravega_spark.segments import initial_segments
+        >>> scale_up_to(initial_segments(2), 4)
+        ([0, 1], [(0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0)])
+    """
+    parts = {s.segment_id: 1 for s in segments}
+    width = {s.segment_id: s.key_end - s.key_start for s in segments}
+    for _ in range(max(0, min_num_segments - len(segments))):
+        widest = max(sorted(parts), key=lambda sid: width[sid] / parts[sid])
+        parts[widest] += 1
+    sealed = sorted(sid for sid, n in parts.items() if n > 1)
+    by_id = {s.segment_id: s for s in segments}
+    ranges = [r for sid in sorted(sealed, key=lambda i: by_id[i].key_start)
+              for r in split_ranges(by_id[sid].key_start, by_id[sid].key_end, parts[sid])]
+    return sealed, ranges

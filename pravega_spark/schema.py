@@ -95,6 +95,11 @@ SCOPES_SCHEMA = StructType([
 # themselves: a 250-character stream name would make a partition directory longer than file
 # systems allow (255 bytes). Each stream's row still has a partition (and a fence) of its own.
 STREAM_KEY = "stream_key"
+# A scope's deletion mark in the streams table: a row with this (invalid) stream name in the
+# partition of ``stream_key(scope, SCOPE_MARK)``, state SCOPE_DELETED and the scope's creation
+# time. ``Store.mark_scope_deleted`` writes it; ``Store.insert_stream`` is fenced on it.
+SCOPE_MARK = ""
+SCOPE_DELETED = "SCOPE_DELETED"
 
 STREAMS_SCHEMA = StructType([
     StructField(STREAM_KEY, StringType(), False),
@@ -245,3 +250,6 @@ SUBSCRIBERS_SCHEMA = StructType([
 
 READ_COLUMNS = ["scope", "stream", "segment_id", "offset", "event", "routing_key", "writer_id",
                 "write_time"]
+
+# The prefix of the columns ``validation`` adds to a prepared table: ``violates_<invariant>``.
+VIOLATION_PREFIX = "violates_"

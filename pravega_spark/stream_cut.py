@@ -533,7 +533,7 @@ def _overlapping_pairs(
             heapq.heappush(active[side], (record.key_end, idx))
 
 
-def _covers(intervals: list[tuple[float, float]], start: float, end: float) -> bool:
+def covers(intervals: list[tuple[float, float]], start: float, end: float) -> bool:
     """Whether the union of ``intervals`` covers ``[start, end)``."""
     reached = start
     for low, high in sorted(intervals):
@@ -829,7 +829,7 @@ def validate_stream_cut(
             older.setdefault(seg.segment_id, []).append(lst.segment_id)
     for seg in between:
         parts = after_on.get(seg.segment_id)
-        if parts and not _covers(parts, seg.key_start, seg.key_end):
+        if parts and not covers(parts, seg.key_start, seg.key_end):
             hole = _uncovered(parts, seg.key_start, seg.key_end)[0]
             names = ", ".join(_short_name(s) for s in sorted(older[seg.segment_id]))
             raise InvalidStreamCutError(

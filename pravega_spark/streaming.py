@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
@@ -41,11 +42,19 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 
-from . import _delta
-from .errors import InvalidConfigError, SkippedEventsError, TruncatedDataError
+from . import _delta, reader, subscribers
+from ._store import stream_key
+from .controller import Controller
+from .cut_helper import CutOrName
+from .errors import InvalidConfigError, SkippedEventsError, StreamCutBehindError, TruncatedDataError
+from .events_log import emitted_adds, event_span
+from .reader_group import ReaderGroup
+from .reader_group_config import StreamDataRetention
+from .reader_group_manager import reader_group as open_reader_group
 from .schema import CHUNK_TYPES, RECORD_CHUNK_END, RECORD_EVENT
 from .segments import SegmentRecord, successors_with_predecessors
-from .stream_cut import StreamCut, _covers
+from .stream import StreamRecord
+from .stream_cut import StreamCut, covers
 from .truncation import TruncationRecord
 
 log = logging.getLogger("pravega_spark")
@@ -256,37 +265,17 @@ def skipped_events(changes: Sequence[tuple[int, list[dict], list[dict]]]) -> lis
     for version, adds, removes in changes:
         removed: dict[int, list[tuple[int, int]]] = {}
         for r in removes:
-            if (span := _span(r)) is not None:
+            if (span := event_span(r)) is not None:
                 removed.setdefault(span[0], []).append(span[1:])
         emitted = {id(a) for a in emitted_adds(adds, removes)}
         for a in adds:
-            span = _span(a)
+            span = event_span(a)
             if span is None or id(a) in emitted:
                 continue
             segment, base, end = span
-            if not _covers(removed.get(segment, []), base, end):
+            if not covers(removed.get(segment, []), base, end):
                 gaps.append((version, segment, base, end))
     return gaps
-
-
-def emitted_adds(adds: list[dict], removes: list[dict]) -> list[dict]:
-    """The adds of one commit that Delta's source emits with ``skipChangeCommits``: none if the
-    commit removes files with ``dataChange=true``, else those with ``dataChange=true``; only
-    real segments' files (new events, in the order appended)."""
-    if any(r.get("dataChange", True) for r in removes):
-        return []
-    return [a for a in adds if a.get("dataChange", True) and _span(a) is not None]
-
-
-def _span(action: dict) -> tuple[int, int, int] | None:
-    """A file action's ``(segment, base_offset, end_offset)``; None for staged data (segment < 0)."""
-    values = action.get("partitionValues") or {}
-    try:
-        segment = int(values["segment_id"])
-        span = (segment, int(values["base_offset"]), int(values["end_offset"]))
-    except (KeyError, TypeError, ValueError):
-        return None
-    return span if segment >= 0 else None
 
 
 def consumed_versions(start: DeltaOffset | None, end: DeltaOffset, first: int) -> tuple[int, int]:
@@ -360,7 +349,7 @@ class _Source:
     naming its observed metric (``<OBSERVED>:<scope>/<stream>:<token>``), which tells its
     queries' progress events apart from other queries of the same stream."""
 
-    manager: object
+    controller: Controller
     scope: str
     stream: str
     start: StreamCut
@@ -393,7 +382,7 @@ class StreamListener(StreamingQueryListener):
     @classmethod
     def install(cls, spark) -> StreamListener:
         with cls._lock:
-            key = id(spark._jsparkSession) if hasattr(spark, "_jsparkSession") else id(spark)
+            key = _delta.session_key(spark)
             listener = cls._installed.get(key)
             if listener is None:
                 listener = cls._installed[key] = StreamListener()
@@ -431,7 +420,7 @@ class StreamListener(StreamingQueryListener):
         try:
             self.progress(event.progress)
         except Exception:  # a listener must never kill the listener bus
-            if any(s.manager.spark.sparkContext._jsc.sc().isStopped() for s in self.sources.values()):
+            if any(_delta.is_stopped(s.controller.spark) for s in self.sources.values()):
                 return  # a last progress event after the session stopped
             log.exception("pravega_spark could not handle the progress of query %s", event.progress.id)
 
@@ -442,12 +431,12 @@ class StreamListener(StreamingQueryListener):
             if truncated:
                 log.warning("query %s batch %d: %d events of %s were truncated before it read them: it resumes "
                             "at the head", progress.id, progress.batchId, truncated, name)
-            _delta.activate(source.manager.spark)
+            _delta.activate(source.controller.spark)
             end = DeltaOffset.from_json(_field(src, "endOffset"))
             if not self.check_gaps(source, progress, src, end):
                 continue
             if source.group is not None:  # (``stream_progress`` computes positions on demand)
-                publish(source.manager, source.group, name, cut_for_offset(source, end))
+                publish(source.controller, source.group, name, cut_for_offset(source, end))
 
     def check_gaps(self, source: _Source, progress, src, end: DeltaOffset) -> bool:
         """Fails the query loudly if the log commits its batch consumed skipped events
@@ -461,7 +450,7 @@ class StreamListener(StreamingQueryListener):
         lo = max(lo, source.checked.get(run, -1) + 1)
         if hi < lo:
             return True
-        gaps = skipped_events(_delta.file_changes(source.manager.spark, source.path, lo, hi))
+        gaps = skipped_events(_delta.file_changes(source.controller.spark, source.path, lo, hi))
         source.checked[run] = hi
         if not gaps:
             return True
@@ -472,7 +461,7 @@ class StreamListener(StreamingQueryListener):
             "dataChange=false adds, written outside pravega-spark); the query stopped before publishing past them. "
             "Read the stream with read_events, or restart the query from a stream cut after those commits.")
         log.error("query %s batch %d: %s", progress.id, progress.batchId, source.failure)
-        query = source.manager.spark.streams.get(str(progress.id))
+        query = source.controller.spark.streams.get(str(progress.id))
         if query is not None:
             threading.Thread(target=query.stop, name="pravega-spark-stop", daemon=True).start()
         return False
@@ -489,22 +478,96 @@ def cut_for_offset(source: _Source, offset: DeltaOffset) -> StreamCut:
     version = offset.consumed_version()
     if version is None:
         return source.start
-    cut = source.manager._cut_at_version(source.scope, source.stream, version)
-    return source.manager._later_cut(source.scope, source.stream, cut, source.start)
+    cut = source.controller.cut_at_version(source.scope, source.stream, version)
+    return source.controller.later_cut(source.scope, source.stream, cut, source.start)
 
 
-def publish(manager, group: str, stream: str, cut: StreamCut) -> None:
+def publish(controller: Controller, group: str, stream: str, cut: StreamCut) -> None:
     """Publish ``cut`` as reader group ``group``'s subscriber cut of ``stream`` if it moves it
     forward (a replayed batch reaches an older or equal cut: nothing changes)."""
-    from .errors import StreamCutBehindError
-
     scope, name = group.split("/", 1)
-    handle = manager.reader_group(scope, name)
+    handle = open_reader_group(controller, scope, name)
     try:
-        manager.update_subscriber_stream_cut(*stream.split("/"), handle.scoped_name, handle.generation, cut)
+        subscribers.update_subscriber_stream_cut(controller, *stream.split("/"), handle.scoped_name,
+                                                 handle.generation, cut)
     except StreamCutBehindError:
         return
     log.info("%r published %s at %s", handle, stream, cut.positions)
+
+
+# ---- the query -----------------------------------------------------------------------------------
+def read_stream(controller: Controller, scope: str, stream: str, start: CutOrName = "earliest",
+                reader_group: ReaderGroup | str | None = None, max_bytes_per_trigger: int | str | None = None,
+                max_files_per_trigger: int | None = None) -> DataFrame:
+    """``StreamManager.read_stream``: Delta's streaming source over the events table, readable
+    rows from the start cut, chunks assembled, rows below the head dropped (one head lookup and
+    one observed metric per batch), and the source registered with the session's listener."""
+    record = controller.settled(scope, stream)
+    records = controller.segment_records(scope, stream)
+    store = controller.store
+    options = source_options(max_bytes_per_trigger, max_files_per_trigger)
+    group = streaming_group(controller, record, reader_group)
+    if start == "latest":
+        # the tail now, as a version that exists (Delta refuses a future one) and holds
+        # nothing: an empty commit. A restarted query goes on from its checkpoint instead.
+        version = store.empty_events_commit(scope, stream)
+        options["startingVersion"] = str(version)
+        start_cut = controller.tail(record, records, version)
+    else:
+        version = store.events_version(scope, stream)
+        start_cut = controller.resolver(record, records)(start)
+        if isinstance(start, StreamCut):
+            controller.check_cuts(record, records, [start], before_probe=lambda: reader.check_read_bounds(
+                start_cut, start_cut, controller.head(record, records), records))
+    path = store.events_path(scope, stream)
+    raw = controller.spark.readStream.format("delta").options(**options).load(path)
+    events = raw.transform(readable_events)
+    if isinstance(start, StreamCut):  # "earliest" is the head, which ``above_head`` keeps up to date
+        events = events.transform(from_start, cut=start_cut, records=records)
+    plain = not record.truncation or '"head"' in record.truncation
+    head = head_map(store.streams(), stream_key(scope, stream), plain)
+    # after the chunks' branch is joined again: one head lookup and one metric per batch
+    source = _Source(controller, scope, stream, start_cut, group, path, uuid.uuid4().hex[:12], version + 1)
+    events = events.transform(assemble_chunks).transform(above_head, head=head, name=source.metric)
+    StreamListener.install(controller.spark).register(source)
+    log.info("read_stream %s from %s%s", record.scoped_name, start if isinstance(start, str) else start_cut,
+             f", publishing for reader group {group}" if group else "")
+    return events.transform(reader.select_read_columns, scope=scope, stream=stream)
+
+
+def streaming_group(controller: Controller, record: StreamRecord, group: ReaderGroup | str | None) -> str | None:
+    """The scoped name of the reader group a ``read_stream`` publishes for (validated)."""
+    if group is None:
+        return None
+    if isinstance(group, ReaderGroup):
+        if group.scope != record.scope:
+            raise InvalidConfigError(f"{group!r} is not a group of scope {record.scope}")
+        handle = group
+    elif isinstance(group, str):
+        handle = open_reader_group(controller, record.scope, group)
+    else:
+        raise InvalidConfigError(f"reader_group must be a group name or ReaderGroup, got {group!r}")
+    if handle.config.retention_type is StreamDataRetention.NONE:
+        raise InvalidConfigError(f"{handle!r} has retention type NONE: it publishes no cut")
+    if record.scoped_name not in handle.config.scoped_streams:
+        raise InvalidConfigError(f"{handle!r} does not read {record.scoped_name}")
+    return handle.scoped_name
+
+
+def stream_progress(controller: Controller, query, timeout_seconds: float = 30.0) -> StreamProgress | None:
+    """``StreamManager.stream_progress``: the query's cut after its last committed batch and the
+    bytes from there to the tail, once the listeners have handled its progress so far."""
+    _delta.wait_for_listeners(controller.spark, timeout_seconds)
+    progress = query.lastProgress
+    if progress is None:
+        return None
+    for source, src, _ in StreamListener.install(controller.spark).sources_in(progress):
+        if source.failure is not None:
+            raise source.failure
+        cut = cut_for_offset(source, DeltaOffset.from_json(_field(src, "endOffset")))
+        unread = controller.size_between(source.scope, source.stream, cut, "latest")
+        return StreamProgress(f"{source.scope}/{source.stream}", _field(progress, "batchId"), cut, unread)
+    return None
 
 
 # ---- sinks -------------------------------------------------------------------------------------

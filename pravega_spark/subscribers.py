@@ -14,10 +14,24 @@ Pravega's sequential algorithm gives the same cut for valid subscriber cuts.
 
 from __future__ import annotations
 
+import logging
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .stream_cut import StreamCut
+from . import _delta
+from .controller import Controller
+from .errors import (
+    GenerationMismatchError,
+    InvalidConfigError,
+    InvalidStreamCutError,
+    ReaderGroupNotFoundError,
+    StreamCutBehindError,
+    SubscriberNotFoundError,
+)
+from .stream_cut import StreamCut, stream_cut_equal_or_after
+
+log = logging.getLogger("pravega_spark")
 
 
 def subscribers_lower_bound(cuts: DataFrame, *, segments: DataFrame) -> DataFrame:
@@ -61,3 +75,66 @@ def lower_bound_cut(cuts: DataFrame, *, segments: DataFrame, stream: str) -> Str
     if not rows:
         return None
     return StreamCut(stream, {int(r["segment_id"]): int(r["offset"]) for r in rows})
+
+
+# ---- the controller's subscriber operations (consumption-based retention) ----------------------
+def check_subscriber(subscriber: str, generation: int) -> None:
+    """A subscriber is a non-empty string and its generation an int (``InvalidConfigError``)."""
+    if not isinstance(subscriber, str) or not subscriber:
+        raise InvalidConfigError(f"a subscriber is a non-empty string, got {subscriber!r}")
+    if isinstance(generation, bool) or not isinstance(generation, int):
+        raise InvalidConfigError(f"a generation is an int, got {generation!r}")
+
+
+def add_subscriber(controller: Controller, scope: str, stream: str, subscriber: str, generation: int) -> bool:
+    """``StreamManager.add_subscriber``: one compare-and-set of the subscribers table."""
+    check_subscriber(subscriber, generation)
+    if "/" in subscriber:  # a reader group's scoped name: the group must exist
+        group_scope, group = subscriber.split("/", 1)
+        if controller.store.reader_group_row(group_scope, group) is None:
+            raise ReaderGroupNotFoundError(f"subscriber {subscriber!r} names no reader group of the store")
+    record = controller.settled(scope, stream)
+    changed = controller.store.upsert_subscriber(scope, stream, subscriber, generation)
+    log.info("add_subscriber %s to %s (generation %d): %s", subscriber, record.scoped_name, generation,
+             "done" if changed else "no change")
+    return changed
+
+
+def remove_subscriber(controller: Controller, scope: str, stream: str, subscriber: str, generation: int) -> bool:
+    """``StreamManager.remove_subscriber``: True if the subscriber is gone after the call."""
+    check_subscriber(subscriber, generation)
+    controller.settled(scope, stream)
+    controller.store.delete_subscriber(scope, stream, subscriber, generation)
+    return controller.store.subscriber(scope, stream, subscriber) is None
+
+
+def update_subscriber_stream_cut(controller: Controller, scope: str, stream: str, subscriber: str,
+                                 generation: int, stream_cut: StreamCut) -> bool:
+    """``StreamManager.update_subscriber_stream_cut``: the cut is checked against the stream,
+    then compare-and-set against the subscriber's generation and previous cut (a lost race
+    re-reads and re-checks)."""
+    check_subscriber(subscriber, generation)
+    record = controller.settled(scope, stream)
+    if not isinstance(stream_cut, StreamCut) or stream_cut.is_unbounded:
+        raise InvalidStreamCutError(f"a subscriber publishes a bounded StreamCut, got {stream_cut!r}")
+    records = controller.segment_records(scope, stream)
+    controller.check_cuts(record, records, [stream_cut])
+    store = controller.store
+
+    def attempt() -> bool:
+        found = store.subscriber(scope, stream, subscriber)
+        if found is None:
+            raise SubscriberNotFoundError(f"{subscriber} is not a subscriber of {record.scoped_name}")
+        stored_generation, previous = found
+        if stored_generation != generation:
+            raise GenerationMismatchError(
+                f"{subscriber} of {record.scoped_name} is at generation {stored_generation}, not {generation}")
+        if previous and not stream_cut_equal_or_after(stream_cut, StreamCut(record.scoped_name, previous), records):
+            raise StreamCutBehindError(
+                f"{stream_cut!r} is behind {subscriber}'s previous cut {StreamCut(record.scoped_name, previous)!r}")
+        if not store.compare_and_set_subscriber_cut(scope, stream, subscriber, generation, previous,
+                                                    stream_cut.positions):
+            raise _delta.Retry("subscriber changed meanwhile")
+        return True
+
+    return _delta.retrying(attempt, f"update cut of {subscriber} on {scope}/{stream}")

@@ -46,8 +46,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from . import _delta
+from .appender import WriteResult, pending_file
+from .controller import Controller
 from .errors import (
     InvalidConfigError,
+    InvalidEventError,
     PingFailedError,
     StreamSealedError,
     TxnFailedError,
@@ -61,7 +64,7 @@ from .schema import (
     EVENTS_STATS_COLUMNS,
     RECORD_STAGED,
 )
-from .writer import EventStreamWriter, WriteResult, pending_file, small_events
+from .writer import EventStreamWriter
 
 log = logging.getLogger("pravega_spark")
 
@@ -104,7 +107,8 @@ def _ms(ts: datetime) -> int:
     return int(ts.timestamp() * 1000)
 
 
-def _now_ms(now: datetime | None = None) -> int:
+def epoch_ms(now: datetime | None = None) -> int:
+    """``now`` (default: the wall clock) in ms since the epoch: the unit of transaction times."""
     return _ms(now) if now is not None else int(time.time() * 1000)
 
 
@@ -223,8 +227,8 @@ class Transaction:
     # ---- writes ------------------------------------------------------------------------------
     def write_event(self, event: bytes | bytearray | str, routing_key: str | None = None) -> int:
         """Stage one event (``str`` is UTF-8 encoded); see ``write_events``."""
-        inner = self._writer._events
-        df = inner._session.createDataFrame([(routing_key, _as_bytes(event))], "routing_key string, event binary")
+        df = self._writer._appender.session.createDataFrame([(routing_key, _as_bytes(event))],
+                                                           "routing_key string, event binary")
         return self.write_events(df)
 
     def write_events(self, df: DataFrame, routing_key: str = "routing_key", event: str = "event",
@@ -249,25 +253,16 @@ class Transaction:
             EventTooLargeError: an event exceeds 8 MiB (nothing is written).
         """
         self._check_handle_open()
-        inner = self._writer._events
-        events = inner._prepare(df, routing_key, event, order_by)
-        names = [order_by] if isinstance(order_by, str) else list(order_by or [])
-        small = small_events(events, names)
-        if small is None and names:
-            events = events.orderBy(*[F.col(c) for c in names], F.col("__seq"))
-        files_of = inner._files_of(events if small is None else small)
+        appender = self._writer._appender
+        files_of = appender.files_of(appender.routed(df, routing_key, event, order_by))
 
         def attempt() -> list[PendingFile]:
-            txn = self._writer._transaction()
+            txn = appender.transaction()
             self._require_open(txn)
-            try:
-                segments, _ = inner._open_segments(txn)
-            except _delta.Retry:
-                inner._manager._active_stream(self._writer.scope, self._writer.stream)  # finishes a pending scale
-                raise
+            segments, _ = appender.open_segments_settling(txn)  # finishes a pending scale
             return files_of(txn, segments)
 
-        files = _delta.retrying(attempt, f"write to {self!r}", inner._retry)
+        files = _delta.retrying(attempt, f"write to {self!r}", appender.retry)
         self._writes += 1
         self._unflushed += [PendingFile(f.segment_id, (UNFLUSHED_RANK, self._writes, *f.rank[1:]), f.low, f.high,
                                         f.num_records, f.action) for f in files]
@@ -285,7 +280,7 @@ class Transaction:
         """
         self._check_handle_open()
         if self._unflushed:
-            _delta.retrying(self._stage, f"flush {self!r}", self._writer._events._retry)
+            _delta.retrying(self._stage, f"flush {self!r}", self._writer._appender.retry)
             self._unflushed = []
 
     def _stage(self) -> int:
@@ -326,7 +321,7 @@ class Transaction:
             status, _ = self._status(txn)
             if status is not TxnStatus.OPEN:
                 return status
-            expiry = ping_expiry(_now_ms(), lease_ms, max_execution_expiry_ms(self._id))
+            expiry = ping_expiry(epoch_ms(), lease_ms, max_execution_expiry_ms(self._id))
             txn.commit(None, (), [txn.set_app_version(self._app, encode_state(_OPEN, expiry))])
             return TxnStatus.OPEN
 
@@ -351,10 +346,10 @@ class Transaction:
         if self._closed is TxnStatus.COMMITTED:
             # a process stopped between the commit and its clean-up leaves the manifests
             remove_manifests(self._writer._transaction, [self._partition])
-            return WriteResult(0, 0, None, self._writer._events._manager.tail_stream_cut(
+            return WriteResult(0, 0, None, self._writer._controller.tail_stream_cut(
                 self._writer.scope, self._writer.stream))
         self._check_handle_open()
-        inner = self._writer._events
+        appender = self._writer._appender
         manifests: list = []
 
         def guard(txn: _delta.Transaction):
@@ -369,11 +364,11 @@ class Transaction:
                 raise _LeaseExpired() if self._expired_open(txn) else TxnFailedError(
                     f"{self!r} was aborted; it cannot be committed")
             manifests[:] = self._staged_files(txn)
-            return [txn.set_app_version(self._app, encode_state(_COMMITTED, _now_ms()))]
+            return [txn.set_app_version(self._app, encode_state(_COMMITTED, epoch_ms()))]
 
         try:
-            result = inner._retrying(lambda: inner._attempt(self._staged_files_of(manifests), guard),
-                                     f"commit {self!r}")
+            result = appender.retrying(lambda: appender.attempt(self._staged_files_of(manifests), guard),
+                                       f"commit {self!r}")
         except _LeaseExpired:
             self._abort()
             raise TxnFailedError(f"{self!r}: its lease expired, it was aborted; it cannot be committed") from None
@@ -406,10 +401,9 @@ class Transaction:
                 return kept
             key = tuple(sorted(str(f.action.path()) for f in moved))
             if rewritten.get("key") != key or any(f.segment_id not in open_ids for f in rewritten["files"]):
-                inner = self._writer._events
                 log.info("%r: %d staged files were routed to sealed segments: routing them again", self, len(moved))
                 rows = staged_rows(txn, moved)
-                files = inner._write_with_spark(txn, rows, segments)
+                files = self._writer._appender.write_with_spark(txn, rows, segments)
                 rewritten.update(key=key, files=[PendingFile(f.segment_id, (1 << 62, *f.rank), f.low, f.high,
                                                              f.num_records, f.action) for f in files])
             return kept + rewritten["files"]
@@ -434,12 +428,13 @@ class Transaction:
                 return False
             files = self._staged_files(txn)
             aborted[:] = staged_data_paths(txn, files) + [str(f.action.path()) for f in self._unflushed]
-            txn.commit(None, (), manifest_removals(files) + [txn.set_app_version(self._app, encode_state(_ABORTED, _now_ms()))])
+            txn.commit(None, (), manifest_removals(files) + [txn.set_app_version(self._app, encode_state(_ABORTED, epoch_ms()))])
             return True
 
         aborted: list[str] = []
         if _delta.retrying(attempt, f"abort {self!r}"):
-            deleted = _delta.delete_files(self._writer._events._session, self._writer._events._store.events_path(
+            appender = self._writer._appender
+            deleted = _delta.delete_files(appender.session, appender.store.events_path(
                 self._writer.scope, self._writer.stream), aborted)
             log.info("%r aborted (%d staged files deleted)", self, deleted)
         self._unflushed = []
@@ -457,7 +452,7 @@ class Transaction:
         return listed[0]
 
     def _status(self, txn: _delta.Transaction) -> tuple[TxnStatus, int]:
-        status, ms = decode_state(txn.app_version(self._app), _now_ms())
+        status, ms = decode_state(txn.app_version(self._app), epoch_ms())
         if status is TxnStatus.UNKNOWN:
             raise TxnNotFoundError(f"{self!r} is unknown (never begun, or forgotten after Delta's "
                                    "application-version retention)")
@@ -487,8 +482,10 @@ class TransactionalEventStreamWriter:
     writer's ``writer_id``.
     """
 
-    def __init__(self, manager, scope: str, stream: str, writer_id: str | None = None) -> None:
-        self._events = EventStreamWriter(manager, scope, stream, writer_id)
+    def __init__(self, controller: Controller, scope: str, stream: str, writer_id: str | None = None) -> None:
+        self._controller = controller
+        self._events = EventStreamWriter(controller, scope, stream, writer_id)
+        self._appender = self._events.appender
         self.scope = scope
         self.stream = stream
         self.writer_id = self._events.writer_id
@@ -508,8 +505,8 @@ class TransactionalEventStreamWriter:
             StreamSealedError: the stream is sealed.
         """
         lease_ms = check_lease(lease)
-        self._events._manager._active_stream(self.scope, self.stream)
-        now = _now_ms()
+        self._controller.active_stream(self.scope, self.stream)
+        now = epoch_ms()
         max_expiry = now + min(MAX_EXECUTION_FACTOR * lease_ms, int(MAX_EXECUTION_TIME / timedelta(milliseconds=1)))
 
         def attempt() -> Transaction:
@@ -541,8 +538,7 @@ class TransactionalEventStreamWriter:
         self._events.close()
 
     def _transaction(self) -> _delta.Transaction:
-        inner = self._events
-        return _delta.Transaction(inner._session, inner._store.events_path(self.scope, self.stream))
+        return self._appender.transaction()
 
 
 def _as_bytes(event) -> bytes:
@@ -550,8 +546,6 @@ def _as_bytes(event) -> bytes:
         return event.encode("utf-8")
     if isinstance(event, (bytes, bytearray)):
         return bytes(event)
-    from .writer import InvalidEventError
-
     raise InvalidEventError(f"an event is bytes or str, got {type(event).__name__}")
 
 
@@ -676,3 +670,32 @@ def abort_timed_out(events_txn_factory, scope: str, stream: str, now_ms: int, sp
     if deleted and spark is not None:
         _delta.delete_files(spark, events_path, deleted)
     return expired
+
+
+def transactions_df(controller: Controller, scope: str, stream: str, now: datetime | None = None) -> DataFrame:
+    """``StreamManager.transactions``: the stream's transactions with their status as of ``now``."""
+    controller.stream_record(scope, stream)
+    txn = _delta.Transaction(controller.spark, controller.store.events_path(scope, stream))
+    rows = [tuple(s.values()) for s in transaction_states(txn, epoch_ms(now))]
+    return controller.spark.createDataFrame(rows, TRANSACTIONS_DDL)
+
+
+def abort_timed_out_transactions(controller: Controller, now: datetime | None, scope: str | None = None,
+                                 stream: str | None = None) -> dict[str, list[str]]:
+    """``StreamManager.abort_timed_out_transactions``: the timeout job over every stream (all, a
+    scope's, or one); a stream deleted meanwhile is skipped."""
+    now_ms = epoch_ms(now)
+    out = {}
+    for s, t in controller.stream_names(scope, stream):
+        path = controller.store.events_path(s, t)
+        try:
+            aborted = abort_timed_out(lambda p=path: _delta.Transaction(controller.spark, p), s, t, now_ms,
+                                      controller.spark, path)
+        except Exception as exc:  # noqa: BLE001 - a stream deleted meanwhile is skipped
+            if _delta.is_table(controller.spark, path):
+                raise
+            log.info("transactions of %s/%s: stream gone (%s)", s, t, type(exc).__name__)
+            continue
+        if aborted:
+            out[f"{s}/{t}"] = aborted
+    return out

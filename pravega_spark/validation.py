@@ -24,15 +24,19 @@ batch costs one Spark aggregation however many invariants it has.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from time import monotonic
 from typing import Any, NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from . import _delta
+from . import _delta, reader
+from .controller import Controller
+from .errors import InvalidStreamCutError
 from .schema import (
     CHUNK_TYPES,
     HEADER_SIZE,
@@ -41,9 +45,16 @@ from .schema import (
     RECORD_SEAL,
     RECORD_STAGED,
     RECORD_TRUNCATE,
+    SCALING,
+    SEALING,
+    UPDATING,
+    VIOLATION_PREFIX,
 )
 from .segments import SegmentRecord
-from .stream_cut import StreamCut, stream_cut_equal_or_after
+from .stream import StreamRecord
+from .stream_cut import StreamCut, stream_cut_equal_or_after, validate_stream_cut
+from .transactions import epoch_ms, remove_decided_manifests, staging_partition, transaction_states
+from .watermarks import watermark_paths
 
 log = logging.getLogger("pravega_spark")
 
@@ -145,7 +156,6 @@ INVARIANTS: tuple[Invariant, ...] = (
 )
 
 
-VIOLATION_PREFIX = "violates_"
 
 
 def with_violations(df: DataFrame, *, tables: Sequence[str]) -> DataFrame:
@@ -386,18 +396,14 @@ class StreamValidation:
 
 
 # ---- validate_stream -----------------------------------------------------------------------------
-def _subscriber_cuts(manager, record, records, readable_from: Mapping[int, int | None]) -> list:
+def _subscriber_cuts(controller: Controller, record: StreamRecord, records, readable_from: Mapping[int, int | None]) -> list:
     """``(subscriber, cut text, cut or None, valid)`` for each subscriber that published a cut.
 
     A cut is valid if its structure is (``validate_stream_cut``) and each offset above its
     segment's readable start is an event boundary (below the head the data is gone: a cut there
     is judged by ``subscriber_cuts_not_behind_head``, not as invalid)."""
-    from . import reader
-    from .errors import InvalidStreamCutError
-    from .stream_cut import validate_stream_cut
-
     parsed = []  # (subscriber, text, cut or None when its structure is invalid)
-    for row in manager._store._subscriber_rows(record.scope, record.stream):
+    for row in controller.store.subscriber_rows(record.scope, record.stream):
         positions = {int(e["segment_id"]): int(e["offset"]) for e in row["stream_cut"] or []}
         if not positions:
             continue  # subscribed, nothing published yet
@@ -412,65 +418,53 @@ def _subscriber_cuts(manager, record, records, readable_from: Mapping[int, int |
         return [(s, o) for s, o in cut.positions.items() if readable_from.get(s) is not None and o > readable_from[s]]
 
     # one boundary probe for every subscriber's offsets
-    boundary = reader.event_boundary_checker(manager._store.events(record.scope, record.stream),
+    boundary = reader.event_boundary_checker(controller.store.events(record.scope, record.stream),
                                              [p for _, _, cut in parsed if cut is not None for p in above_head(cut)])
     return [(name, text, cut, cut is not None and all(boundary(s, o) for s, o in above_head(cut)))
             for name, text, cut in parsed]
 
 
-def _watermarks(manager, scope: str, stream: str) -> list[tuple[datetime, datetime, StreamCut]]:
+def _watermarks(controller: Controller, scope: str, stream: str) -> list[tuple[datetime, datetime, StreamCut]]:
     """The emitted watermarks in emission order."""
-    from . import _delta
-    from .watermarks import _paths
-
-    path = _paths(manager, scope, stream)[1]
-    if not _delta.exists(manager.spark, path):
+    path = watermark_paths(controller.store, scope, stream)[1]
+    if not _delta.exists(controller.spark, path):
         return []
-    rows = sorted(manager._store.table_rows(path), key=lambda r: (r["emit_time"], r["lower_time_bound"]))
+    rows = sorted(controller.store.table_rows(path), key=lambda r: (r["emit_time"], r["lower_time_bound"]))
     return [(r["lower_time_bound"], r["upper_time_bound"], StreamCut.from_text(r["stream_cut"])) for r in rows]
 
 
-def _undecided_staging(manager, scope: str, stream: str) -> list[int]:
+def _undecided_staging(controller: Controller, scope: str, stream: str) -> list[int]:
     """The staging partitions of transactions neither committed nor aborted (a timed-out one
     keeps its staged rows until the timeout job aborts it)."""
-    import uuid
-
-    from . import _delta
-    from .transactions import _now_ms, staging_partition, transaction_states
-
-    txn = _delta.Transaction(manager.spark, manager._store.events_path(scope, stream))
-    return [staging_partition(uuid.UUID(t["txn_id"])) for t in transaction_states(txn, _now_ms())
+    txn = _delta.Transaction(controller.spark, controller.store.events_path(scope, stream))
+    return [staging_partition(uuid.UUID(t["txn_id"])) for t in transaction_states(txn, epoch_ms())
             if t["status"] == "OPEN" or t["timed_out"]]
 
 
-def _quiet_version(manager, scope: str, stream: str, attempts: int = 20):
+def _quiet_version(controller: Controller, scope: str, stream: str, attempts: int = 20) -> tuple[StreamRecord, int]:
     """The settled stream row and an events-table version read while that row did not change."""
-    from .transactions import _now_ms, remove_decided_manifests
-
-    remove_decided_manifests(lambda: _delta.Transaction(manager.spark, manager._store.events_path(scope, stream)),
-                             _now_ms())
+    remove_decided_manifests(lambda: _delta.Transaction(controller.spark, controller.store.events_path(scope, stream)),
+                             epoch_ms())
     for _ in range(attempts):
-        record = manager._recover(manager._stream(scope, stream))
-        version = manager._store.events_version(scope, stream)
-        if manager._stream(scope, stream).row_version == record.row_version:
+        record = controller.recover(controller.stream_record(scope, stream))
+        version = controller.store.events_version(scope, stream)
+        if controller.stream_record(scope, stream).row_version == record.row_version:
             return record, version
     raise RuntimeError(f"{scope}/{stream} kept changing while being validated ({attempts} attempts)")
 
 
-def prepared_batches(manager, scope: str, stream: str) -> tuple[dict[str, DataFrame], int]:
+def prepared_batches(controller: Controller, scope: str, stream: str) -> tuple[dict[str, DataFrame], int]:
     """The stream's two GX batches, ``metadata`` (segments, epochs and stream cuts) and ``events``,
     with their ``violates_*`` columns; and its number of epochs.
 
     A workflow a crashed process left half-done is completed first, as the next operation on the
     stream would (a truncation's deletes included). The events are read at one version, taken
     while the stream row stayed unchanged: no scale, truncation or seal moved on meanwhile."""
-    from .schema import SCALING, SEALING
-
-    store = manager._store
-    record, version = _quiet_version(manager, scope, stream)
+    store = controller.store
+    record, version = _quiet_version(controller, scope, stream)
     records = store.segment_records(scope, stream)
-    truncation = manager._truncation(record, records)
-    head, tail = manager._head(record, records), manager._tail(record, records)
+    truncation = controller.truncation(record, records)
+    head, tail = controller.head(record, records), controller.tail(record, records)
     deleted = set(truncation.deleted_segments) | set(truncation.to_delete)
     readable_from = {r.segment_id: None if r.segment_id in deleted else max(head.positions.get(r.segment_id, 0), 0)
                      for r in records}
@@ -479,25 +473,23 @@ def prepared_batches(manager, scope: str, stream: str) -> tuple[dict[str, DataFr
         stored_head=StreamCut.from_text(record.head_stream_cut) if record.head_stream_cut else None,
         tail=tail, records=records,
         subscribers=[(name, text, cut, valid) for name, text, cut, valid
-                     in _subscriber_cuts(manager, record, records, readable_from)],
+                     in _subscriber_cuts(controller, record, records, readable_from)],
         retention_records=[(r.recording_time, r.recording_size, r.stream_cut)
                            for r in store.retention_records(scope, stream)],
-        watermarks=_watermarks(manager, scope, stream))
+        watermarks=_watermarks(controller, scope, stream))
     # the segments table's rows as stored (read without a Spark job), not the parsed records
     segments = store.table_rows(store.segments_path(scope, stream))
     walk = event_walk(store.events(scope, stream, version), readable_from=readable_from,
                       sealed_sizes={r.segment_id: r.sealed_size for r in records if r.sealed_size is not None},
-                      undecided_staging=_undecided_staging(manager, scope, stream),
-                      workflow_pending=record.state in (SCALING, SEALING))
+                      undecided_staging=_undecided_staging(controller, scope, stream),
+                      workflow_pending=record.state in (SCALING, SEALING, UPDATING))
     metadata = segment_rows(segments) + epoch_rows(segments, record.current_epoch) + stream_cut_rows(facts)
-    return {"metadata": metadata_table(manager.spark, metadata),
+    return {"metadata": metadata_table(controller.spark, metadata),
             EVENTS: walk.transform(with_violations, tables=(EVENTS,))}, record.current_epoch + 1
 
 
-def validate_stream(manager, scope: str, stream: str) -> StreamValidation:
+def validate_stream(controller: Controller, scope: str, stream: str) -> StreamValidation:
     """Run the Great Expectations suites of the stream's invariants (see the module docstring)."""
-    import time
-
     try:
         from . import _gx
     except ImportError as exc:  # the `quality` extra is not installed
@@ -505,13 +497,13 @@ def validate_stream(manager, scope: str, stream: str) -> StreamValidation:
                           f"({exc})") from exc
 
     scoped = f"{scope}/{stream}"
-    batches, epochs = prepared_batches(manager, scope, stream)
+    batches, epochs = prepared_batches(controller, scope, stream)
     run = _gx.GxRun(scoped)
     results: list[ExpectationResult] = []
     counts: dict[str, int] = {"epochs": epochs}
     by_name = {i.name: i for i in INVARIANTS}
     for batch, df in batches.items():
-        started = time.monotonic()
+        started = monotonic()
         invariants = [i for i in INVARIANTS if (i.table == EVENTS) == (batch == EVENTS)]
         outcome = run.validate(batch, df, invariants)
         for name, success, result in outcome:
@@ -523,7 +515,7 @@ def validate_stream(manager, scope: str, stream: str) -> StreamValidation:
         broken = [n for n, ok, _ in outcome if not ok]
         log.info("validate %s: %s: %s rows, %d expectations, %s (%.1f s)", scoped, batch,
                  outcome[0][2].get("element_count") if outcome else 0, len(outcome),
-                 f"FAILED {broken}" if broken else "all hold", time.monotonic() - started)
+                 f"FAILED {broken}" if broken else "all hold", monotonic() - started)
     counts["expectations"] = len(results)
     validation = StreamValidation(scoped, results, counts, run)
     (log.info if validation.success else log.warning)("%r", validation)

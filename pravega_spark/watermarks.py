@@ -36,7 +36,9 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import DataFrame
 
 from . import _delta
-from .errors import InvalidWriterMarkError
+from ._store import Store
+from .controller import Controller
+from .errors import InvalidWriterMarkError, StreamNotFoundError
 from .schema import CUT_ENTRIES
 from .segments import SegmentRecord, epoch_members
 from .stream_cut import StreamCut, stream_cut_equal_or_after
@@ -211,18 +213,19 @@ def time_window(position: StreamCut, watermarks: Sequence[Watermark],
 
 
 # ---- tables --------------------------------------------------------------------------------------
-def _paths(manager, scope: str, stream: str) -> tuple[str, str]:
-    base = manager._store.stream_dir(scope, stream)
+def watermark_paths(store: Store, scope: str, stream: str) -> tuple[str, str]:
+    """The stream's writer marks and watermarks tables (created on first use)."""
+    base = store.stream_dir(scope, stream)
     return f"{base}/{WRITER_MARKS_TABLE}", f"{base}/{WATERMARKS_TABLE}"
 
 
-def _ensure_tables(manager, scope: str, stream: str) -> tuple[str, str]:
+def _ensure_tables(controller: Controller, scope: str, stream: str) -> tuple[str, str]:
     from pyspark.sql.types import _parse_datatype_string
 
-    marks_path, wm_path = _paths(manager, scope, stream)
+    marks_path, wm_path = watermark_paths(controller.store, scope, stream)
     for path, ddl, parts in ((marks_path, WRITER_MARKS_DDL, ("writer_key",)), (wm_path, WATERMARKS_DDL, ())):
-        if not _delta.is_table(manager.spark, path):
-            _delta.create_table(manager.spark, path, _parse_datatype_string(ddl), parts)
+        if not _delta.is_table(controller.spark, path):
+            _delta.create_table(controller.spark, path, _parse_datatype_string(ddl), parts)
     return marks_path, wm_path
 
 
@@ -249,20 +252,20 @@ def _schema(ddl: str):
     return _parse_datatype_string(ddl)
 
 
-def writer_marks(manager, scope: str, stream: str) -> list[WriterMark]:
-    marks_path, _ = _paths(manager, scope, stream)
-    if not _delta.exists(manager.spark, marks_path):
+def writer_marks(controller: Controller, scope: str, stream: str) -> list[WriterMark]:
+    marks_path, _ = watermark_paths(controller.store, scope, stream)
+    if not _delta.exists(controller.spark, marks_path):
         return []
-    return [_mark_of(r) for r in manager._store.table_rows(marks_path)]
+    return [_mark_of(r) for r in controller.store.table_rows(marks_path)]
 
 
-def note_writer_mark(manager, scope: str, stream: str, writer_id: str, ts: datetime,
+def note_writer_mark(controller: Controller, scope: str, stream: str, writer_id: str, ts: datetime,
                      position: Mapping[int, int]) -> WriterMark:
     """Record (``ts``, ``position``) as ``writer_id``'s mark: one commit on its partition, which
     reads it, so a concurrent note of the same writer conflicts and is checked again."""
     ts = _utc(ts)
-    manager._stream(scope, stream)
-    marks_path, _ = _ensure_tables(manager, scope, stream)
+    controller.stream_record(scope, stream)
+    marks_path, _ = _ensure_tables(controller, scope, stream)
     schema = _schema(WRITER_MARKS_DDL)
     key = writer_key(writer_id)
 
@@ -279,70 +282,70 @@ def note_writer_mark(manager, scope: str, stream: str, writer_id: str, ts: datet
         new = {"writer_key": key, "writer_id": writer_id, "time": ts,
                "position": [{"segment_id": int(s), "offset": int(o)} for s, o in sorted(position.items())],
                "is_alive": True, "note_time": datetime.now(timezone.utc), "stale_since": None}
-        return manager._store.as_tuples([*(r for r in rows if r["writer_id"] != writer_id), new], schema)
+        return controller.store.as_tuples([*(r for r in rows if r["writer_id"] != writer_id), new], schema)
 
-    manager._store.rewrite_rows(marks_path, schema, change, f"note time of {writer_id} on {scope}/{stream}",
+    controller.store.rewrite_rows(marks_path, schema, change, f"note time of {writer_id} on {scope}/{stream}",
                                 partition=("writer_key", key))
     log.info("%s noted %s at %s on %s/%s", writer_id, ts.isoformat(), dict(position), scope, stream)
     return WriterMark(writer_id, ts, dict(position), True)
 
 
-def shut_down_writer(manager, scope: str, stream: str, writer_id: str) -> bool:
+def shut_down_writer(controller: Controller, scope: str, stream: str, writer_id: str) -> bool:
     """Mark ``writer_id`` shut down (Pravega's ``writerShutdown``); False if it had no live mark."""
-    marks_path, _ = _paths(manager, scope, stream)
-    if not _delta.exists(manager.spark, marks_path):
+    marks_path, _ = watermark_paths(controller.store, scope, stream)
+    if not _delta.exists(controller.spark, marks_path):
         return False
     schema = _schema(WRITER_MARKS_DDL)
 
     def change(rows: list[dict]):
         if not any(r["writer_id"] == writer_id and r["is_alive"] for r in rows):
             return None
-        return manager._store.as_tuples(
+        return controller.store.as_tuples(
             [{**r, "is_alive": False} if r["writer_id"] == writer_id else r for r in rows], schema)
 
-    return manager._store.rewrite_rows(marks_path, schema, change, f"shut down writer {writer_id} on {scope}/{stream}",
+    return controller.store.rewrite_rows(marks_path, schema, change, f"shut down writer {writer_id} on {scope}/{stream}",
                                        partition=("writer_key", writer_key(writer_id)))
 
 
-def watermark_list(manager, scope: str, stream: str) -> list[Watermark]:
-    _, wm_path = _paths(manager, scope, stream)
-    if not _delta.exists(manager.spark, wm_path):
+def watermark_list(controller: Controller, scope: str, stream: str) -> list[Watermark]:
+    _, wm_path = watermark_paths(controller.store, scope, stream)
+    if not _delta.exists(controller.spark, wm_path):
         return []
-    rows = sorted(manager._store.table_rows(wm_path), key=lambda r: r["lower_time_bound"])
+    rows = sorted(controller.store.table_rows(wm_path), key=lambda r: r["lower_time_bound"])
     return [Watermark(_utc(r["lower_time_bound"]), _utc(r["upper_time_bound"]), StreamCut.from_text(r["stream_cut"]))
             for r in rows]
 
 
-def watermarks_df(manager, scope: str, stream: str) -> DataFrame:
-    _, wm_path = _paths(manager, scope, stream)
-    if not _delta.is_table(manager.spark, wm_path):
-        return manager.spark.createDataFrame([], WATERMARKS_DDL)
-    return _delta.read(manager.spark, wm_path).orderBy("lower_time_bound")
+def watermarks_df(controller: Controller, scope: str, stream: str) -> DataFrame:
+    _, wm_path = watermark_paths(controller.store, scope, stream)
+    if not _delta.is_table(controller.spark, wm_path):
+        return controller.spark.createDataFrame([], WATERMARKS_DDL)
+    return _delta.read(controller.spark, wm_path).orderBy("lower_time_bound")
 
 
-def compute_round(manager, scope: str, stream: str, now: datetime) -> Watermark | None:
+def compute_round(controller: Controller, scope: str, stream: str, now: datetime) -> Watermark | None:
     """One watermarking round for one stream; returns the emitted watermark (or None)."""
-    record = manager._stream(scope, stream)
-    marks = writer_marks(manager, scope, stream)
+    record = controller.stream_record(scope, stream)
+    marks = writer_marks(controller, scope, stream)
     if not marks:
         return None
-    marks_path, wm_path = _ensure_tables(manager, scope, stream)
+    marks_path, wm_path = _ensure_tables(controller, scope, stream)
     timeout = record.configuration.timestamp_aggregation_timeout or DEFAULT_AGGREGATION_TIMEOUT
-    existing = watermark_list(manager, scope, stream)
+    existing = watermark_list(controller, scope, stream)
     previous = existing[-1] if existing else None
     active, inactive, stale = classify_writers(marks, previous, now, timeout)
-    _track_stale(manager, marks_path, stale)
+    _track_stale(controller, marks_path, stale)
     if inactive:
         gone = {m.writer_id for m in inactive}
-        manager._store.rewrite_rows(
+        controller.store.rewrite_rows(
             marks_path, _schema(WRITER_MARKS_DDL),
-            lambda rows: manager._store.as_tuples([r for r in rows if r["writer_id"] not in gone],
+            lambda rows: controller.store.as_tuples([r for r in rows if r["writer_id"] not in gone],
                                                   _schema(WRITER_MARKS_DDL)),
             f"remove inactive writers of {scope}/{stream}", partition_by=("writer_key",))
         log.info("watermarks %s/%s: removed inactive writers %s", scope, stream, [m.writer_id for m in inactive])
     if not active or not all_participating(active, previous):
         return None
-    records = manager._store.segment_records(scope, stream)
+    records = controller.store.segment_records(scope, stream)
     watermark = compute_watermark(active, previous, records, record.scoped_name)
     if watermark is None:
         return None
@@ -360,21 +363,48 @@ def compute_round(manager, scope: str, stream: str, now: datetime) -> Watermark 
         # emission order is ``emit_time`` order, even when this round's ``now`` was taken
         # before the newest watermark's
         emitted = max([now, *(_utc(r["emit_time"]) for r in rows)])
-        return manager._store.as_tuples([*rows, {**new, "emit_time": emitted}], schema)
+        return controller.store.as_tuples([*rows, {**new, "emit_time": emitted}], schema)
 
-    if not manager._store.rewrite_rows(wm_path, schema, change, f"emit a watermark on {scope}/{stream}"):
+    if not controller.store.rewrite_rows(wm_path, schema, change, f"emit a watermark on {scope}/{stream}"):
         return None
     log.info("watermarks %s/%s: emitted %r", scope, stream, watermark)
     return watermark
 
 
-def _track_stale(manager, marks_path: str, stale: Mapping[str, datetime | None]) -> None:
+def _track_stale(controller: Controller, marks_path: str, stale: Mapping[str, datetime | None]) -> None:
     if not stale:
         return
     schema = _schema(WRITER_MARKS_DDL)
 
     def change(rows: list[dict]):
-        return manager._store.as_tuples(
+        return controller.store.as_tuples(
             [{**r, "stale_since": stale[r["writer_id"]]} if r["writer_id"] in stale else r for r in rows], schema)
 
-    manager._store.rewrite_rows(marks_path, schema, change, "track stale writers", partition_by=("writer_key",))
+    controller.store.rewrite_rows(marks_path, schema, change, "track stale writers", partition_by=("writer_key",))
+
+
+def compute_watermarks(controller: Controller, scope: str | None, stream: str | None,
+                       now: datetime) -> dict[str, Watermark]:
+    """``StreamManager.compute_watermarks``: one round on each stream (all, a scope's, or one);
+    a stream deleted meanwhile is skipped."""
+    out = {}
+    for s, t in controller.stream_names(scope, stream):
+        try:
+            watermark = compute_round(controller, s, t, now)
+        except StreamNotFoundError:
+            continue
+        if watermark is not None:
+            out[f"{s}/{t}"] = watermark
+    return out
+
+
+def reader_time_window(controller: Controller, scope: str, stream: str, position: StreamCut | None) -> TimeWindow:
+    """``StreamManager.time_window``: the window of a reader at ``position`` (default: the tail)."""
+    record = controller.settled(scope, stream)
+    records = controller.segment_records(scope, stream)
+    if position is None:
+        cut = controller.tail(record, records)
+    else:
+        controller.check_cuts(record, records, [position])
+        cut = position
+    return time_window(cut, watermark_list(controller, scope, stream), records)

@@ -217,7 +217,7 @@ def test_run_autoscale_splits_a_hot_segment_once_and_never_scales_a_fixed_stream
     assert request.direction == "up" and request.sealed == (0,) and request.new_ranges == ((0.0, 0.25), (0.25, 0.5))
     assert epoch == 1 and outcome.rates[0].r2 == rates[0].r2 and outcome.rates[1] == Rates()
     assert "auto-scaling iot/sensors: scale up [0]" in caplog.text and "r2" in caplog.text
-    marks = {r["segment_id"]: r for r in manager._store.autoscale_marks("iot", "sensors")}
+    marks = {r["segment_id"]: r for r in manager.controller.store.autoscale_marks("iot", "sensors")}
     assert marks[1]["cold_until"] is not None  # segment 1 is cold (no traffic), alone: not merged
     # the job at the wall clock (the new segments' creation is real time): all in their cooldown
     from jobs import autoscale as autoscale_job
@@ -249,5 +249,5 @@ def test_a_manual_scale_landing_between_decision_and_scale_wins_alone(manager, s
     assert outcome.scaled == () and request.sealed == (0,) and len(request.new_ranges) == 4
     info = manager.stream_info("iot", "sensors")
     assert info.current_epoch == 1  # exactly one scale: the manual one
-    assert sorted((s.key_start, s.key_end) for s in manager._store.segment_records("iot", "sensors")
+    assert sorted((s.key_start, s.key_end) for s in manager.controller.store.segment_records("iot", "sensors")
                   if s.sealed_epoch is None) == [(0.0, 0.1), (0.1, 0.5), (0.5, 1.0)]

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import atexit
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 
@@ -18,33 +15,8 @@ import pravega_spark as ps
 from pravega_spark import _delta
 from tests.conftest import eventually
 from tests.invariants import check_key_order, check_stream_consistent
-from tests.workers import CDS_ARCHIVE, CDS_DUMP, batch_rows
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-_ARCHIVE = Path(tempfile.gettempdir()) / f"pravega-spark-workers-{os.getpid()}.jsa"
-
-
-def worker_archive() -> str:
-    """A class-data-sharing archive of a worker JVM's classes, made once per test session by one
-    warm-up worker (~15 s): every worker JVM after it starts ~2.5 s faster (measured 5.4-5.7 s
-    vs 2.9-3.0 s to a first stream read). A JVM that cannot use it starts without it."""
-    if not _ARCHIVE.exists():
-        env = dict(os.environ, PYTHONPATH=str(REPO), **{CDS_DUMP: str(_ARCHIVE)})
-        env.pop("PRAVEGA_SPARK_FAILPOINT", None)
-        with tempfile.TemporaryDirectory() as root:
-            subprocess.run([sys.executable, "-m", "tests.workers", "warm-up", "--root", root], cwd=REPO, env=env,
-                           capture_output=True, text=True, timeout=600, check=False)
-        atexit.register(_ARCHIVE.unlink, missing_ok=True)
-    return str(_ARCHIVE)
-
-
-def spawn(*args: str) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(REPO), **{CDS_ARCHIVE: worker_archive()})
-    env.pop("PRAVEGA_SPARK_FAILPOINT", None)
-    return subprocess.Popen([sys.executable, "-m", "tests.workers", *args], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+from tests.processes import REPO, spawn
+from tests.workers import batch_rows
 
 
 @pytest.mark.slow
@@ -169,7 +141,7 @@ def test_two_retention_jobs_on_the_same_bucket_at_once(spark, root, manager, str
         out, err = p.communicate(timeout=900)
         assert p.returncode == 0, f"job failed:\n{out}\n{err[-3000:]}"
     for name in ("sensors", "b"):
-        records = manager._store.retention_records("iot", name)
+        records = manager.controller.store.retention_records("iot", name)
         assert len(records) == 1  # the 01:00 record, added once; the 00:00 one dropped by the truncation
         assert records[0].recording_time == datetime(2026, 1, 1, 1, tzinfo=timezone.utc)
         truncation = manager.truncation_record("iot", name)

@@ -11,7 +11,7 @@ import pytest
 import pravega_spark as ps
 from pravega_spark.segments import segment_id
 from tests.invariants import assert_valid, check_key_order, check_stream_consistent
-from tests.test_concurrency import spawn
+from tests.processes import spawn
 
 
 def _prepare(manager, spark):
@@ -22,8 +22,8 @@ def _prepare(manager, spark):
     return w
 
 
-def _killed(root, failpoint, op):
-    proc = spawn("crash", "--root", root, "--failpoint", failpoint, "--op", op)
+def _killed(root, failpoint, op, *extra: str):
+    proc = spawn("crash", "--root", root, "--failpoint", failpoint, "--op", op, *extra)
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == -signal.SIGKILL, f"not killed at {failpoint}: {out}\n{err[-2000:]}"
 
@@ -33,7 +33,7 @@ def _killed(root, failpoint, op):
 def test_scale_killed_between_commits_is_completed(spark, root, manager, stream2, failpoint):
     _prepare(manager, spark)
     _killed(root, failpoint, "scale")
-    assert manager._store.stream_record("iot", "sensors").state == "SCALING"
+    assert manager.controller.store.stream_record("iot", "sensors").state == "SCALING"
     # the next operation on the stream (an append) rolls the scale forward, then appends
     w = manager.create_event_writer("iot", "sensors", writer_id="w1")
     result = w.write_events(spark.createDataFrame([(f"key-{i % 8}", f"w1:0000:{i:06d}") for i in range(40)],
@@ -53,10 +53,47 @@ def test_scale_killed_between_commits_is_completed(spark, root, manager, stream2
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("failpoint", ["update:after_start", "scale:after_seal"])
+def test_update_killed_midway_is_completed(spark, root, manager, stream2, failpoint):
+    """An update raising min_num_segments from 2 to 4 (a scale-up inside it) killed after its
+    UPDATING commit, or after its seal records: the next append finishes it, then appends."""
+    _prepare(manager, spark)
+    _killed(root, failpoint, "update")
+    assert manager.controller.store.stream_record("iot", "sensors").state == "UPDATING"
+    w = manager.create_event_writer("iot", "sensors", writer_id="w1")
+    w.write_events(spark.createDataFrame([(f"key-{i % 8}", f"w1:0000:{i:06d}") for i in range(40)],
+                                         "routing_key string, event string"))
+    info = manager.stream_info("iot", "sensors")
+    assert info.state == "ACTIVE" and info.current_epoch == 1
+    assert info.configuration.scaling_policy.min_num_segments == 4
+    assert len(info.tail_stream_cut.positions) == 4
+    events = check_stream_consistent(spark, manager, "iot", "sensors")
+    assert len(events) == 80
+    check_key_order(events)
+
+
+@pytest.mark.slow
+def test_delete_scope_killed_after_its_mark_refuses_new_streams_until_run_again(spark, root, manager):
+    """delete_scope killed between its deletion mark and the scope row's removal: the scope is
+    still listed but takes no new stream; the next delete_scope finishes; a scope created again
+    under the same name is a new one and takes streams."""
+    manager.create_scope("gone")
+    _killed(root, "delete_scope:after_mark", "delete-scope", "--scope", "gone")
+    assert manager.check_scope_exists("gone")
+    with pytest.raises(ps.ScopeNotFoundError):
+        manager.create_stream("gone", "s")
+    assert manager.delete_scope("gone")
+    assert not manager.check_scope_exists("gone")
+    assert manager.create_scope("gone")
+    assert manager.create_stream("gone", "s", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
+    assert [r.stream for r in manager.list_streams("gone").collect()] == ["s"]
+
+
+@pytest.mark.slow
 def test_seal_killed_midway_is_completed(spark, root, manager, stream2):
     _prepare(manager, spark)
     _killed(root, "seal:after_start", "seal")
-    assert manager._store.stream_record("iot", "sensors").state == "SEALING"
+    assert manager.controller.store.stream_record("iot", "sensors").state == "SEALING"
     with pytest.raises(ps.StreamSealedError):
         manager.create_event_writer("iot", "sensors").write_event(b"x", routing_key="k")
     assert manager.stream_info("iot", "sensors").state == "SEALED"
@@ -97,7 +134,7 @@ def test_append_killed_leaves_all_or_nothing_then_retry(spark, root, manager, st
 def test_create_killed_after_row_is_finished_by_next_operation(spark, root, manager):
     manager.create_scope("iot")
     _killed(root, "create:after_row", "create")
-    assert manager._store.stream_record("iot", "sensors").state == "CREATING"
+    assert manager.controller.store.stream_record("iot", "sensors").state == "CREATING"
     info = manager.stream_info("iot", "sensors")  # any operation finishes the creation
     assert info.state == "ACTIVE" and len(info.tail_stream_cut.positions) == 2
     assert manager.create_event_writer("iot", "sensors").write_event(b"x", routing_key="k").event_count == 1
@@ -118,7 +155,8 @@ def test_delete_killed_after_data_is_finished_by_retry(spark, root, manager, str
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("failpoint", ["truncate:after_start", "truncate:after_segments", "truncate:after_rows"])
+@pytest.mark.parametrize("failpoint", ["truncate:after_start", "truncate:after_marks", "truncate:after_segments",
+                                       "truncate:after_rows"])
 def test_truncation_killed_between_commits_is_completed(spark, root, manager, stream2, failpoint):
     w = _prepare(manager, spark)
     cut = w.write_events(spark.createDataFrame([(f"key-{i % 8}", f"w0:0001:{i:06d}") for i in range(40)],
@@ -130,7 +168,7 @@ def test_truncation_killed_between_commits_is_completed(spark, root, manager, st
     proc = spawn("crash", "--root", root, "--failpoint", failpoint, "--op", "truncate", "--cut", head.as_text())
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == -signal.SIGKILL, f"not killed at {failpoint}: {out}\n{err[-2000:]}"
-    assert manager._store.stream_record("iot", "sensors").state == "TRUNCATING"
+    assert manager.controller.store.stream_record("iot", "sensors").state == "TRUNCATING"
     # while the truncation is pending: reads start at the new head, below it is refused, appends go on
     assert manager.read_events("iot", "sensors").count() == 0
     with pytest.raises(ps.TruncatedDataError):

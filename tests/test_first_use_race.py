@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import pravega_spark as ps
-from tests.test_concurrency import spawn
+from tests.processes import spawn
 from tests.workers import race_steps
 
 PARTIES, ROUNDS, EVENTS_PER_WRITER = 3, 3, 40
@@ -160,3 +160,35 @@ def test_small_table_rows_are_the_same_with_or_without_the_checksum_file(spark, 
     assert _delta.crc_files(_delta.snapshot(spark, path)) is None  # the other path is taken
     without = Store(spark, str(tmp_path)).table_rows(path)
     assert with_checksum == without == [{"name": "a", "at": when}]
+
+
+@pytest.mark.slow
+def test_delete_scope_racing_create_stream_leaves_no_stream_in_a_deleted_scope(spark, tmp_path):
+    """A process deleting scope sN while another creates stream sN/x, round after round: exactly
+    one of the two succeeds, and a deleted scope never keeps a stream (before the scope's deletion
+    mark fenced the insert, a round could end with the scope gone and its stream there)."""
+    rounds = 6
+    root = str(tmp_path / "store")
+    manager = ps.StreamManager(spark, root)
+    for r in range(rounds):
+        manager.create_scope(f"s{r}")
+    procs = {role: spawn("scope-race", "--root", root, "--writer", role, "--rounds", str(rounds),
+                         "--barrier", str(tmp_path / "barrier")) for role in ("deleter", "creator")}
+    outcomes: dict[int, dict[str, str]] = defaultdict(dict)
+    for role, proc in procs.items():
+        out, err = proc.communicate(timeout=900)
+        assert proc.returncode == 0, f"{role} exited {proc.returncode}: {err[-3000:]}"
+        for line in out.splitlines():
+            if line.startswith("ROUND "):
+                _, r, who, outcome = line.split(" ", 3)
+                outcomes[int(r)][who] = outcome
+    store = manager.controller.store
+    for r in range(rounds):
+        got = outcomes[r]
+        scope_left, stream_left = store.scope_exists(f"s{r}"), store.stream_record(f"s{r}", "x") is not None
+        assert scope_left or not stream_left, (r, got)  # no stream in a deleted scope
+        assert got in ({"deleter": "True", "creator": "ScopeNotFoundError"},
+                       {"deleter": "ScopeNotEmptyError", "creator": "True"}), (r, got)
+        assert scope_left == (got["creator"] == "True") == stream_left, (r, got)
+    assert [s.scope for s in manager.list_scopes().collect()] == sorted(
+        f"s{r}" for r in range(rounds) if outcomes[r]["creator"] == "True")

@@ -9,7 +9,7 @@ import pytest
 import pravega_spark as ps
 from tests.helpers import table_versions
 from tests.invariants import check_key_order, check_stream_consistent
-from tests.test_concurrency import spawn
+from tests.processes import spawn
 
 
 def _rows(spark, tag: str, n: int = 20):

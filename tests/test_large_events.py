@@ -17,7 +17,7 @@ from pravega_spark.large_events import assemble_large_events, chunk_framing
 from pravega_spark.schema import RECORD_CHUNK, RECORD_CHUNK_END, RECORD_EVENT
 from tests.helpers import events_rows
 from tests.invariants import check_stream_consistent
-from tests.test_concurrency import spawn
+from tests.processes import spawn
 from tests.workers import large_payload
 
 MIB = 1 << 20
@@ -85,7 +85,7 @@ def test_round_trip_around_the_regular_limit(spark, root, manager, stream2, size
     assert (result.event_count, result.byte_count) == (1, 8 + size)
     # chunk assembly (a window over chunks and a second scan) only where chunks may be
     chunked = size > ps.MAX_EVENT_SIZE
-    assert manager._store.may_hold_chunks("iot", "sensors", [0, 1]) is chunked
+    assert manager.controller.store.may_hold_chunks("iot", "sensors", [0, 1]) is chunked
     plan = manager.read_events("iot", "sensors")._jdf.queryExecution().optimizedPlan().toString()
     assert ("Window" in plan) is chunked
     rows = manager.read_events("iot", "sensors").collect()
@@ -261,6 +261,22 @@ def test_killed_writer_leaves_nothing_visible_and_clean_up_removes_its_bytes(spa
     manager.vacuum("iot", "sensors", retention=timedelta(0))
     staged_dir = f"{root}/iot/sensors/events/transient={transient_id}"  # where its chunks were written
     assert not os.path.isdir(staged_dir) or not [f for f in os.listdir(staged_dir) if f.endswith(".parquet")]
+    check_stream_consistent(spark, manager, "iot", "sensors")
+
+
+@pytest.mark.slow
+def test_killed_just_before_commit_nothing_is_visible_and_clean_up_aborts_it(spark, root, manager, stream2):
+    proc = spawn("crash", "--root", root, "--op", "large-commit", "--failpoint", "large:before_commit",
+                 "--size", str(2 * MIB + 7))
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == -signal.SIGKILL and "COMMITTED" not in out, out + err[-3000:]
+    transient_id = next(line.split()[1] for line in out.splitlines() if line.startswith("STAGED"))
+    assert manager.read_events("iot", "sensors").count() == 0
+    assert [r.transient_id for r in manager.transient_data("iot", "sensors").collect()] == [transient_id]
+    done = manager.clean_transient_data(now=datetime.now(timezone.utc) + timedelta(hours=1))
+    assert done["iot/sensors"].aborted == (transient_id,)
+    assert _transient_rows(spark, root) == 0
+    assert manager.read_events("iot", "sensors").count() == 0
     check_stream_consistent(spark, manager, "iot", "sensors")
 
 

@@ -17,7 +17,7 @@ import pravega_spark as ps
 from jobs import reader_groups as reader_groups_job
 from tests.conftest import eventually
 from tests.helpers import table_versions
-from tests.test_concurrency import spawn
+from tests.processes import spawn
 
 S = "iot/sensors"
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 from datetime import datetime, timezone
 
 import pytest
 
 import pravega_spark as ps
+from pravega_spark import _store
+from pravega_spark._delta import RetryPolicy
 from tests.helpers import table_versions
 
 
@@ -50,6 +54,45 @@ def test_list_streams_by_tag_and_exists(manager):
     assert manager.update_stream("iot", "b", new)
     assert [r.stream for r in manager.list_streams("iot", tag="gold").collect()] == ["b"]
     assert manager.stream_info("iot", "b").configuration == new
+
+
+def test_update_raising_min_segments_scales_up_through_updating(spark, manager, stream2):
+    """Pravega's UpdateStreamTask: a raised min_num_segments above the open segments' count scales
+    the stream up inside the update (state UPDATING, then ACTIVE at the next epoch); per-key order
+    holds across it, and a lowered minimum changes no segment."""
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream, writer_id="w")
+    rows = [(f"k{i % 6}", f"{i:04d}") for i in range(30)]
+    writer.write_events(spark.createDataFrame(rows[:15], "routing_key string, event string"))
+    config = ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(5), tags=["wide"])
+    assert manager.update_stream(scope, stream, config)
+    info = manager.stream_info(scope, stream)
+    assert info.state == "ACTIVE" and info.current_epoch == 1 and info.configuration == config
+    open_ranges = sorted((s.key_start, s.key_end) for s in manager.segments(scope, stream, 1).collect())
+    assert len(open_ranges) == 5 and open_ranges[0][0] == 0.0 and open_ranges[-1][1] == 1.0
+    assert all(a[1] == b[0] for a, b in zip(open_ranges[:-1], open_ranges[1:], strict=True))  # they tile [0, 1)
+    assert max(hi - lo for lo, hi in open_ranges) <= 0.25  # [0, .5) in 3 parts, [.5, 1) in 2
+    states = _row_states(spark, manager.controller.store.streams_path, stream)
+    assert states == ["CREATING", "ACTIVE", "UPDATING", "ACTIVE"], states
+    writer.write_events(spark.createDataFrame(rows[15:], "routing_key string, event string"))
+    events = manager.read_events(scope, stream).collect()
+    for key in {k for k, _ in rows}:
+        got = [e.event.decode() for e in sorted(events, key=lambda e: (e.segment_id, e.offset)) if e.routing_key == key]
+        assert got == [v for k, v in rows if k == key]
+    assert manager.update_stream(scope, stream, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
+    assert manager.stream_info(scope, stream).current_epoch == 1
+
+
+def _row_states(spark, path: str, stream: str) -> list[str]:
+    """The state of ``stream``'s row in each version of the streams table that changed it."""
+    latest = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").agg({"version": "max"}).first()[0]
+    states = []
+    for version in range(latest + 1):
+        rows = spark.read.format("delta").option("versionAsOf", version).load(path).where(f"stream = '{stream}'")
+        row = rows.select("state", "row_version").first()
+        if row is not None and (not states or states[-1][1] != row.row_version):
+            states.append((row.state, row.row_version))
+    return [s for s, _ in states]
 
 
 def test_seal_then_delete_removes_data(manager, root, stream2):
@@ -144,3 +187,37 @@ def test_longest_names_fit_every_path_component(spark, manager, root):
     assert longest <= 255
     assert manager.seal_stream(scope, stream) and manager.delete_stream(scope, stream)
     assert not manager.check_stream_exists(scope, stream)
+
+
+@pytest.mark.slow
+def test_a_seal_losing_to_appends_says_it_is_pending_and_the_next_operation_finishes_it(
+        spark, manager, stream2, monkeypatch):
+    """A seal whose seal records keep losing to appends must not claim that nothing was written:
+    it recorded SEALING, so it raises WorkflowPendingError, and the next operation completes it.
+    An append lands inside the seal's transaction (the seal pauses before its commit) and the
+    seal may try once."""
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream, writer_id="busy")
+    writer.write_events(spark.createDataFrame([(f"k{i}", "x") for i in range(8)], "routing_key string, event string"))
+    monkeypatch.setattr(_store, "SEAL_RETRY", RetryPolicy(attempts=1))
+    monkeypatch.setenv("PRAVEGA_SPARK_PAUSE", "seal:before_commit=4")
+    appended = []
+
+    def append_during_the_pause():
+        time.sleep(1.5)  # the seal has read the tails by now and waits before its commit
+        appended.append(writer.write_events(spark.createDataFrame([(f"k{i}", "y") for i in range(8)],
+                                                                  "routing_key string, event string")))
+
+    thread = threading.Thread(target=append_during_the_pause)
+    thread.start()
+    with pytest.raises(ps.WorkflowPendingError) as info:
+        manager.seal_stream(scope, stream)
+    thread.join()
+    assert appended and appended[0].event_count == 8  # the append won: the writer knew its tails
+    assert "pending, not undone" in str(info.value) and "nothing was written" not in str(info.value).split("(")[0]
+    assert manager.controller.store.stream_record(scope, stream).state == "SEALING"
+    monkeypatch.delenv("PRAVEGA_SPARK_PAUSE")
+    assert manager.stream_info(scope, stream).state == "SEALED"  # the next operation finished the seal
+    with pytest.raises(ps.StreamSealedError):
+        writer.write_event(b"late", routing_key="k0")
+    assert manager.read_events(scope, stream).count() == 16

@@ -15,7 +15,7 @@ import pytest
 import pravega_spark as ps
 from pravega_spark import streaming
 from tests.conftest import eventually
-from tests.test_concurrency import spawn
+from tests.processes import spawn
 
 SCOPE, STREAM = "iot", "sensors"
 
@@ -143,7 +143,7 @@ def test_rate_limited_runs_keep_key_order_from_a_start_cut_and_from_latest(manag
     new = _write(manager, 3000000, 8)
     _run(manager, latest, str(tmp_path / "ck3"), start="latest")
     assert sorted(latest.events()) == sorted(new)
-    check_commit_rules(manager._store.events_path(SCOPE, STREAM))
+    check_commit_rules(manager.controller.store.events_path(SCOPE, STREAM))
 
 
 def test_group_cut_follows_the_query_and_drives_retention_truncation_and_vacuum(manager, stream2, tmp_path, caplog):
@@ -187,7 +187,7 @@ def test_group_cut_follows_the_query_and_drives_retention_truncation_and_vacuum(
     assert "restart the query with a new checkpoint location" in str(failed.value)
     eventually(lambda: "TruncatedDataError: streaming query" in caplog.text
                and "restart it with a new checkpoint location" in caplog.text, timeout=30)
-    check_commit_rules(manager._store.events_path(SCOPE, STREAM))
+    check_commit_rules(manager.controller.store.events_path(SCOPE, STREAM))
 
 
 def test_truncations_under_a_running_query_above_and_below_its_position(manager, stream2, tmp_path, caplog):
@@ -263,7 +263,7 @@ def test_a_batch_that_would_skip_events_stops_the_query_loudly(manager, stream2,
     _write(manager, 0, 40)
     manager.stream_progress(_run(manager, sink, str(tmp_path / "ck"), reader_group="g"))
     before = manager.subscribers(SCOPE, STREAM).collect()[0].stream_cut
-    path = manager._store.events_path(SCOPE, STREAM)
+    path = manager.controller.store.events_path(SCOPE, STREAM)
     events = manager.spark.read.format("delta").load(path)
     segment, tail = events.where("segment_id >= 0").groupBy("segment_id").agg({"end_offset": "max"}).orderBy(
         "segment_id").first()

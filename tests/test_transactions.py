@@ -27,7 +27,7 @@ from pravega_spark.transactions import (
 )
 from tests.helpers import events_rows
 from tests.invariants import check_key_order, check_stream_consistent
-from tests.test_concurrency import spawn
+from tests.processes import spawn
 
 LEASE = timedelta(seconds=60)
 

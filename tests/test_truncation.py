@@ -51,7 +51,7 @@ def _delete_commits(spark, root):
 
 def test_truncation_across_epochs(spark, root, manager, history):
     _, cuts = history
-    records = manager._store.segment_records("iot", "sensors")
+    records = manager.controller.store.segment_records("iot", "sensors")
     start = manager.head_stream_cut("iot", "sensors")
     all_events = _payloads(manager.read_events("iot", "sensors"))
     assert len(all_events) == 120
@@ -71,7 +71,7 @@ def test_truncation_across_epochs(spark, root, manager, history):
     assert record.deleted_segments == (0, S10, S11) and not record.updating
     assert record.size_till == size_between(start, cuts[2], records)
     assert _payloads(manager.read_events("iot", "sensors")) == sorted(p for p in all_events if p.startswith("w:0003"))
-    raw = {r.segment_id for r in manager._store.events("iot", "sensors").collect()}
+    raw = {r.segment_id for r in manager.controller.store.events("iot", "sensors").collect()}
     assert raw == {1, S20}
     info = manager.stream_info("iot", "sensors")
     assert info.size_bytes == size_between(cuts[2], info.tail_stream_cut, records, info.tail_stream_cut.positions)

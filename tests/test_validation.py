@@ -96,7 +96,7 @@ def _segment_rows(spark, m, segment_id: int):
 
 
 def _open_segment_of_epoch_0(m) -> int:
-    return next(r.segment_id for r in m._store.segment_records("iot", "sensors") if r.key_start == 0.5)
+    return next(r.segment_id for r in m.controller.store.segment_records("iot", "sensors") if r.key_start == 0.5)
 
 
 def _gap(spark, m):
@@ -114,7 +114,7 @@ def _duplicate(spark, m):
 
 
 def _beyond_seal(spark, m):
-    sealed = next(r for r in m._store.segment_records("iot", "sensors") if r.sealed_size is not None)
+    sealed = next(r for r in m.controller.store.segment_records("iot", "sensors") if r.sealed_size is not None)
     size = sealed.sealed_size
     row = (sealed.segment_id, size, size + 8 + 3, 0, 8 + 3, RECORD_EVENT, "key-0", b"abc", "w",
            datetime.now(timezone.utc), None)

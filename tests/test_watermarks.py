@@ -107,7 +107,7 @@ def test_watermarks_across_a_scale_are_monotone(spark, root, manager, stream2):
     b.note_time(_t(31))  # b wrote nothing since the scale: its position is still pre-scale
     second = manager.compute_watermarks(now=_t(40))["iot/sensors"]
     assert (second.lower_time_bound, second.upper_time_bound) == (_t(30), _t(31))
-    records = manager._store.segment_records("iot", "sensors")
+    records = manager.controller.store.segment_records("iot", "sensors")
     assert stream_cut_equal_or_after(second.stream_cut, first.stream_cut, records)
     assert set(second.stream_cut.positions) == {segment_id(2, 1), segment_id(3, 1), segment_id(1, 0)}
     manager.validate_stream_cut("iot", "sensors", second.stream_cut)

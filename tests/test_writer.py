@@ -151,7 +151,7 @@ def test_small_and_parallel_write_paths_lay_out_the_same_offsets(manager, spark,
     its files itself (pyarrow) or through Delta's writer after the offsets' UDF (stores that
     Python tasks cannot open). All give every segment the same contiguous layout, in
     ``order_by`` order (nulls first), then the DataFrame's own order."""
-    from pravega_spark import writer as writer_mod
+    from pravega_spark import appender as appender_mod
 
     scope, stream = stream2
     import pyarrow as pa
@@ -159,15 +159,15 @@ def test_small_and_parallel_write_paths_lay_out_the_same_offsets(manager, spark,
     df = spark.createDataFrame(pa.table({"k": [f"dev-{i % 9}" for i in range(120)],
                                          "e": [f"payload-{i:03d}" for i in range(120)],
                                          "n": [None if i % 7 == 0 else (i * 37) % 11 for i in range(120)]}))
-    assert writer_mod._is_small(df)
+    assert appender_mod.is_small(df)
     layouts = []
-    for rows, size, task_files in ((writer_mod.SMALL_WRITE_ROWS, writer_mod.SMALL_WRITE_BYTES, True),
-                                   (0, writer_mod.SMALL_WRITE_BYTES, True), (0, -1, True),  # in process; one task; sorted
-                                   (0, writer_mod.SMALL_WRITE_BYTES, False), (0, -1, False)):  # Delta's writer
-        monkeypatch.setattr(writer_mod, "SMALL_WRITE_ROWS", rows)
-        monkeypatch.setattr(writer_mod, "SMALL_WRITE_BYTES", size)
+    for rows, size, task_files in ((appender_mod.SMALL_WRITE_ROWS, appender_mod.SMALL_WRITE_BYTES, True),
+                                   (0, appender_mod.SMALL_WRITE_BYTES, True), (0, -1, True),  # in process; one task; sorted
+                                   (0, appender_mod.SMALL_WRITE_BYTES, False), (0, -1, False)):  # Delta's writer
+        monkeypatch.setattr(appender_mod, "SMALL_WRITE_ROWS", rows)
+        monkeypatch.setattr(appender_mod, "SMALL_WRITE_BYTES", size)
         w = manager.create_event_writer(scope, stream, writer_id=f"w{rows}{size}{task_files}")
-        w._task_files = task_files
+        w.appender.task_files = task_files
         before = w.write_event(b"-", routing_key="sep").tail_stream_cut.positions
         result = w.write_events(df, routing_key="k", event="e", order_by="n")
         assert result.event_count == 120

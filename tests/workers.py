@@ -191,6 +191,10 @@ def run_crash(m: ps.StreamManager, a) -> None:
         m.scale_stream(a.scope, a.stream, [0], [(0.0, 0.25), (0.25, 0.5)])
     elif a.op == "seal":
         m.seal_stream(a.scope, a.stream)
+    elif a.op == "delete-scope":
+        m.delete_scope(a.scope)
+    elif a.op == "update":  # min_num_segments 2 -> 4: a scale-up inside the update
+        m.update_stream(a.scope, a.stream, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
     elif a.op == "create":
         m.create_stream(a.scope, a.stream, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
     elif a.op == "delete":
@@ -311,6 +315,23 @@ def run_race(session, a) -> None:
                 print(f"FAILED {r} {name} {type(exc).__name__}: {str(exc).splitlines()[0][:300]}", flush=True)
 
 
+def run_scope_race(m: ps.StreamManager, a) -> None:
+    """ROUNDS rounds on scopes s0, s1, ...: the "deleter" deletes scope sN while the "creator"
+    creates stream sN/x, both behind a file barrier (the creator starting 0-0.4 s later, varied
+    by round). Prints ``ROUND n role outcome`` (``True`` or the error's class name)."""
+    for r in range(a.rounds):
+        barrier(a.barrier, str(r), a.writer, 2)
+        try:
+            if a.writer == "deleter":
+                outcome = m.delete_scope(f"s{r}")
+            else:
+                time.sleep((r % 5) * 0.1)
+                outcome = m.create_stream(f"s{r}", "x", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
+        except ps.PravegaSparkError as exc:
+            outcome = type(exc).__name__
+        print(f"ROUND {r} {a.writer} {outcome}", flush=True)
+
+
 def run_warm_up(m: ps.StreamManager, a) -> None:
     """Load the classes a worker uses (for the class-data-sharing archive): a stream written,
     read and scaled."""
@@ -327,7 +348,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("command", choices=["append", "scale", "truncate", "crash", "txn-commit", "txn-timeout",
                                        "idempotent-append", "large-stage", "compact", "read-group",
-                                       "read-stream", "warm-up", "race"])
+                                       "read-stream", "warm-up", "race", "scope-race"])
     p.add_argument("--root", required=True)
     p.add_argument("--scope", default="iot")
     p.add_argument("--stream", default="sensors")
@@ -372,7 +393,7 @@ def main(argv=None) -> int:
      "txn-commit": run_txn_commit, "txn-timeout": run_txn_timeout,
      "idempotent-append": run_idempotent_append, "large-stage": run_large_stage,
      "compact": run_compact, "read-group": run_read_group, "read-stream": run_read_stream,
-     "warm-up": run_warm_up}[a.command](m, a)
+     "warm-up": run_warm_up, "scope-race": run_scope_race}[a.command](m, a)
     return 0
 
 

@@ -57,7 +57,7 @@ def test_time_retention_over_scales(spark, manager):
     fourth = manager.run_retention(now=T0 + timedelta(minutes=93))[0]
     assert fourth.truncated_at == tails[1] and fourth.segments_deleted == (0,)
     assert _batches(manager, "t") == ["w:0002", "w:0003"]
-    assert [r.stream_cut for r in manager._store.retention_records("iot", "t")] == [tails[2], fourth.recorded.stream_cut]
+    assert [r.stream_cut for r in manager.controller.store.retention_records("iot", "t")] == [tails[2], fourth.recorded.stream_cut]
     # records keep the size from the stream's start, truncated bytes included
     assert fourth.recorded.recording_size == 4 * BATCH
     check_key_order(check_stream_consistent(spark, manager, "iot", "t"))
@@ -192,7 +192,7 @@ def test_retention_job_buckets_and_advancing_now(spark, root, manager, capsys):
                                    "--now", "2026-01-01T00:00:00Z"]) == 0
     assert "retention:" in capsys.readouterr().out
     for n in names:
-        assert len(manager._store.retention_records("iot", n)) == 1  # each stream visited exactly once
+        assert len(manager.controller.store.retention_records("iot", n)) == 1  # each stream visited exactly once
     for n in names:
         _write(spark, manager.create_event_writer("iot", n, writer_id="w"), 1)
     for minutes in (31, 62):

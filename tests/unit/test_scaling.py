@@ -23,6 +23,7 @@ from pravega_spark.scaling import (
     apply_transition,
     merge_key_ranges,
     plan_scale,
+    scale_up_to,
     split_ranges,
 )
 from pravega_spark.segments import (
@@ -516,3 +517,29 @@ def test_merge_key_ranges_keeps_overlaps_and_gaps_apart():
     assert merge_key_ranges([(0.5, 1.0), (0.0, 0.5)]) == [(0.0, 1.0)]
     assert merge_key_ranges([(0.0, 0.4), (0.3, 0.6)]) == [(0.0, 0.4), (0.3, 0.6)]
     assert merge_key_ranges([(0.0, 0.2), (0.3, 0.4), (0.4, 0.5)]) == [(0.0, 0.2), (0.3, 0.5)]
+
+
+@pytest.mark.parametrize("count, minimum", [(1, 2), (2, 5), (3, 3), (3, 10), (1, 100)])
+def test_scale_up_to_reaches_the_minimum_with_a_valid_even_scale(count, minimum):
+    """An update raising min_num_segments (Pravega's UpdateStreamTask): the plan brings the open
+    segments to exactly the minimum, passes ``plan_scale`` (the new ranges tile the sealed ones
+    exactly) and never leaves a part wider than twice the narrowest."""
+    segments = initial_segments(count, T0)
+    sealed, ranges = scale_up_to(segments, minimum)
+    if minimum <= count:
+        assert (sealed, ranges) == ([], [])
+        return
+    transition = plan_scale(segments, sealed, ranges, minimum, T1)
+    after = [s for s in apply_transition(segments, transition, {sid: 0 for sid in sealed}) if s.sealed_epoch is None]
+    assert len(after) == minimum
+    widths = [s.key_end - s.key_start for s in after]
+    assert max(widths) <= 2 * min(widths) + 1e-12
+
+
+def test_scale_up_to_splits_the_widest_segments_first():
+    # after a split of segment 0: [0, .25), [.25, .5), [.5, 1): one more segment splits [.5, 1)
+    segments = apply_transition(initial_segments(2, T0),
+                                plan_scale(initial_segments(2, T0), [0], [(0.0, 0.25), (0.25, 0.5)], 1, T1), {0: 0})
+    open_ = [s for s in segments if s.sealed_epoch is None]
+    sealed, ranges = scale_up_to(open_, 4)
+    assert sealed == [1] and ranges == [(0.5, 0.75), (0.75, 1.0)]

@@ -50,14 +50,14 @@ CONFLICTS: tuple[type[BaseException], ...] = (
 )
 
 # Delta lists a table's application versions (SetTransaction) in each commit's checksum file only
-# up to this many; ``Transaction.app_version`` reads them from there (no Spark job). Every session
+# up to this many; ``DeltaTransaction.app_version`` reads them from there (no Spark job). Every session
 # that commits to an events table sets it (see ``writer.WRITER_CONF`` and ``StreamManager``).
 CRC_APP_VERSIONS_CONF = "spark.databricks.delta.setTransactionsInCrc.maxAllowed"
 CRC_APP_VERSIONS = "10000"
 
 # Delta can also list a small table's files in each commit's checksum file. Catalog tables (one
 # file per stream row, one per segments table) and young events tables stay under the threshold,
-# so their files, tails and rows are found without a Spark job (``Transaction.all_files``); a
+# so their files, tails and rows are found without a Spark job (``DeltaTransaction.all_files``); a
 # bigger table falls back to a query over the snapshot.
 SESSION_CONF = {
     CRC_APP_VERSIONS_CONF: CRC_APP_VERSIONS,
@@ -110,7 +110,7 @@ def is_conflict(exc: BaseException) -> bool:
     if isinstance(exc, CONFLICTS):
         return True
     # Table creation races surface as a file-already-exists from the log store; conflicts from a
-    # transaction driven through the JVM (see ``Transaction``) arrive as a Py4J error naming them.
+    # transaction driven through the JVM (see ``DeltaTransaction``) arrive as a Py4J error naming them.
     text = str(exc)
     return ("FileAlreadyExistsException" in text or "DELTA_CONCURRENT" in text
             or any(f"exceptions.{cls.__name__}" in text for cls in CONFLICTS))
@@ -165,7 +165,7 @@ def create_table(spark: SparkSession, path: str, schema: StructType, partition_b
         RetriesExhaustedError: the creation kept conflicting (see ``retrying``).
     """
     def attempt() -> bool:
-        txn = Transaction(spark, path)
+        txn = DeltaTransaction(spark, path)
         if txn.read_version >= 0:
             return False
         check_table_location(spark, path)
@@ -608,7 +608,7 @@ class AddedFile:
                          stats.get("maxValues", {}), stats.get("minValues", {}), action)
 
 
-class Transaction:
+class DeltaTransaction:
     """One optimistic transaction on a Delta table, driven through the JVM.
 
     This is the fenced append: the transaction declares which partitions it depends on
@@ -628,7 +628,7 @@ class Transaction:
         self._txn = log_.startTransaction()
 
     def __repr__(self) -> str:
-        return f"Transaction({self.path}, read_version={self.read_version})"
+        return f"DeltaTransaction({self.path}, read_version={self.read_version})"
 
     @property
     def table_id(self) -> str:

@@ -241,7 +241,7 @@ class Store:
 
     def insert_scope(self, scope: str) -> bool:
         def attempt() -> bool:
-            txn = _delta.Transaction(self.spark, self.scopes_path)
+            txn = _delta.DeltaTransaction(self.spark, self.scopes_path)
             files = txn.read_whole_table()
             if any(r["scope"] == scope for r in txn.rows(files)):
                 return False
@@ -252,7 +252,7 @@ class Store:
 
     def delete_scope_row(self, scope: str) -> None:
         def attempt() -> None:
-            txn = _delta.Transaction(self.spark, self.scopes_path)
+            txn = _delta.DeltaTransaction(self.spark, self.scopes_path)
             files = txn.read_whole_table()
             rows = txn.rows(files)
             keep = [(r["scope"], r["creation_time"]) for r in rows if r["scope"] != scope]
@@ -262,7 +262,7 @@ class Store:
 
         _delta.retrying(attempt, f"delete scope {scope}")
 
-    def _replace(self, txn: _delta.Transaction, files: list, rows: list, schema: StructType,
+    def _replace(self, txn: _delta.DeltaTransaction, files: list, rows: list, schema: StructType,
                  partition_by: tuple[str, ...] = ()) -> int:
         """Commit ``rows`` (one new file) in place of ``files``; returns the version."""
         actions = txn.write_rows(rows, schema, partition_by) if rows else None
@@ -281,10 +281,10 @@ class Store:
     def _stream_row(self, record: StreamRecord) -> tuple:
         return (stream_key(record.scope, record.stream), *record.to_row())
 
-    def _stream_partition(self, scope: str, stream: str) -> tuple[_delta.Transaction, list, StreamRecord | None]:
+    def _stream_partition(self, scope: str, stream: str) -> tuple[_delta.DeltaTransaction, list, StreamRecord | None]:
         """A transaction on the streams table fenced on this stream's partition, the partition's
         files and the stream's record in them."""
-        txn = _delta.Transaction(self.spark, self.streams_path)
+        txn = _delta.DeltaTransaction(self.spark, self.streams_path)
         files = txn.read_partition(STREAM_KEY, stream_key(scope, stream))
         rows = [r for r in txn.rows(files) if r["scope"] == scope and r["stream"] == stream]
         return txn, files, StreamRecord.from_row(rows[0]) if rows else None
@@ -316,7 +316,7 @@ class Store:
         One commit that reads the whole streams table, so it conflicts with any concurrent
         stream insert (whose retry then sees the mark, see ``insert_stream``); a stream inserted
         before it is seen, and the scope is not empty."""
-        txn = _delta.Transaction(self.spark, self.streams_path)
+        txn = _delta.DeltaTransaction(self.spark, self.streams_path)
         files = txn.read_whole_table()
         rows = txn.rows(files)
         if any(r["scope"] == scope and r["stream"] != SCOPE_MARK for r in rows):
@@ -414,7 +414,7 @@ class Store:
         path = self.segments_path(scope, stream)
 
         def attempt() -> None:
-            txn = _delta.Transaction(self.spark, path)
+            txn = _delta.DeltaTransaction(self.spark, path)
             files = txn.read_whole_table()
             rows = {r["segment_id"]: tuple(r[c] for c in SEGMENTS_SCHEMA.fieldNames()) for r in txn.rows(files)}
             merged = dict(rows)
@@ -437,7 +437,7 @@ class Store:
     def empty_events_commit(self, scope: str, stream: str) -> int:
         """Commit nothing to the events table (a version no reader or writer sees a change in);
         returns its version: a start position that exists for Delta's streaming source."""
-        return _delta.Transaction(self.spark, self.events_path(scope, stream)).commit(None)
+        return _delta.DeltaTransaction(self.spark, self.events_path(scope, stream)).commit(None)
 
     def known_boundaries(self, scope: str, stream: str) -> set[tuple[int, int]]:
         """The (mutable) set of positions of this stream's events table known to be boundaries."""
@@ -483,7 +483,7 @@ class Store:
         summary = self.segment_summary(scope, stream, ids, version)
         return any(m.low is None or m.low <= max(CHUNK_TYPES) for m in summary.values())
 
-    def segment_tails_in(self, txn: _delta.Transaction, scope: str, stream: str,
+    def segment_tails_in(self, txn: _delta.DeltaTransaction, scope: str, stream: str,
                          segment_ids: Sequence[int]) -> dict[int, SegmentTail]:
         """Like ``segment_tails``, as of ``txn``'s snapshot of the events table, from file
         statistics (the data is aggregated only if a file has none)."""
@@ -500,7 +500,7 @@ class Store:
         ids = sorted({int(s) for s in segment_ids})
 
         def attempt() -> dict[int, int]:
-            txn = _delta.Transaction(self.spark, path)
+            txn = _delta.DeltaTransaction(self.spark, path)
             txn.track_partitions(EVENTS_PARTITION, ids)
             tails = self.segment_tails_in(txn, scope, stream, ids)
             todo = {sid: t.length for sid, t in tails.items() if not t.sealed}
@@ -525,7 +525,7 @@ class Store:
         """
         if not starts:
             return 0
-        txn = _delta.Transaction(self.spark, self.events_path(scope, stream))
+        txn = _delta.DeltaTransaction(self.spark, self.events_path(scope, stream))
         files = txn.all_files()
         if files is not None:  # a marker is always a file of its own: its statistics say so
             present = set()
@@ -576,7 +576,7 @@ class Store:
         commit. The files looked at are the commit's reads, so a concurrent removal of one of
         them (another process finishing the same truncation) makes it conflict and retry, while
         appends (always above the tail, so above every start) do not."""
-        txn = _delta.Transaction(self.spark, self.events_path(scope, stream))
+        txn = _delta.DeltaTransaction(self.spark, self.events_path(scope, stream))
         files = txn.read_files_in(EVENTS_PARTITION, sorted(below))
         removed, straddling = [], []
         for f in files:  # a file's rows lie in [base_offset, end_offset): the log says where
@@ -633,7 +633,7 @@ class Store:
         self._table(path, schema, partition_by)
 
         def attempt() -> bool:
-            txn = _delta.Transaction(self.spark, path)
+            txn = _delta.DeltaTransaction(self.spark, path)
             files = txn.read_partition(*partition) if partition else txn.read_whole_table()
             rows = change(txn.rows(files))
             if rows is None:

@@ -157,9 +157,9 @@ class Appender:
         """The end of this writer's latest write in each segment it wrote."""
         return dict(self._position)
 
-    def transaction(self) -> _delta.Transaction:
+    def transaction(self) -> _delta.DeltaTransaction:
         """A new transaction on the stream's events table, in this appender's session."""
-        return _delta.Transaction(self.session, self.store.events_path(self.scope, self.stream))
+        return _delta.DeltaTransaction(self.session, self.store.events_path(self.scope, self.stream))
 
     def forget_tails(self) -> None:
         """Drop the tails known from the last commit (the next append reads them again)."""
@@ -190,7 +190,7 @@ class Appender:
             return small
         return events.orderBy(*[F.col(c) for c in names], F.col("__seq")) if names else events
 
-    def open_segments_settling(self, txn: _delta.Transaction) -> tuple[list[SegmentRecord], dict[int, int]]:
+    def open_segments_settling(self, txn: _delta.DeltaTransaction) -> tuple[list[SegmentRecord], dict[int, int]]:
         """``open_segments``; when a scale is half done, finish it (or raise ``StreamSealedError``)
         before the retry the ``Retry`` asks for."""
         try:
@@ -224,7 +224,7 @@ class Appender:
                          payload.alias("event"), *extra,
                          F.monotonically_increasing_id().alias("__seq"))
 
-    def open_segments(self, txn: _delta.Transaction) -> tuple[list[SegmentRecord], dict[int, int]]:
+    def open_segments(self, txn: _delta.DeltaTransaction) -> tuple[list[SegmentRecord], dict[int, int]]:
         """The open segments and their tails as of ``txn``'s snapshot of the events table."""
         if self._hint is not None and self._hint[3] == txn.table_id and self._hint[2] <= txn.read_version:
             segments, tails, version, _ = self._hint
@@ -247,7 +247,7 @@ class Appender:
     def idempotence_guard(self, number: int):
         app_id = WRITER_APP_PREFIX + self.writer_id
 
-        def guard(txn: _delta.Transaction):
+        def guard(txn: _delta.DeltaTransaction):
             last = txn.app_version(app_id)
             if last >= number:
                 log.info("%s: write number %d skipped (already applied: last is %d)", self.writer_id, number, last)
@@ -330,7 +330,7 @@ class Appender:
                  result.event_count, result.byte_count, self.scoped_name, version)
         return result
 
-    def _lengths_after(self, txn: _delta.Transaction, version: int, lengths: dict[int, int],
+    def _lengths_after(self, txn: _delta.DeltaTransaction, version: int, lengths: dict[int, int],
                        written: list[int]) -> dict[int, int]:
         """Each open segment's length right after our commit at ``version``. A written segment's
         is the end of what we wrote (the fence kept everyone else out of it). The others' are our
@@ -342,7 +342,7 @@ class Appender:
             lengths = {**lengths, **{sid: t.length for sid, t in fresh.items()}}
         return lengths
 
-    def write_with_spark(self, txn: _delta.Transaction, events: DataFrame, segments) -> list[PendingFile]:
+    def write_with_spark(self, txn: _delta.DeltaTransaction, events: DataFrame, segments) -> list[PendingFile]:
         """Route, frame and write ``events`` in one Spark job with no shuffle: each task writes
         one file per segment, its offsets relative to the task's extent there. The tasks write
         the files themselves (``_task_files``) when they can reach the table's storage as
@@ -386,9 +386,9 @@ class Appender:
             raise
         return [pending_file(_delta.AddedFile.of(_delta.add_from_json(add))) for add in adds]
 
-    def _write_small(self, txn: _delta.Transaction, events: list, segments) -> list[PendingFile]:
+    def _write_small(self, txn: _delta.DeltaTransaction, events: list, segments) -> list[PendingFile]:
         """The same layout as ``_write_with_spark`` for a few events already in this process:
-        routed and framed here, written by ``Transaction.write_rows`` (no Spark job)."""
+        routed and framed here, written by ``DeltaTransaction.write_rows`` (no Spark job)."""
         ordered = sorted(segments, key=lambda seg: seg.key_start)
         now = datetime.now(timezone.utc)
         lengths: dict[int, int] = {}
@@ -427,7 +427,7 @@ class _WriteOnce:
         self._files: list[PendingFile] | None = None
         self.writes = 0
 
-    def __call__(self, txn: _delta.Transaction, segments: list[SegmentRecord]) -> list[PendingFile]:
+    def __call__(self, txn: _delta.DeltaTransaction, segments: list[SegmentRecord]) -> list[PendingFile]:
         open_ids = {seg.segment_id for seg in segments}
         if self._files is None or any(f.segment_id not in open_ids for f in self._files):
             w = self._appender

@@ -352,7 +352,7 @@ class Transaction:
         appender = self._writer._appender
         manifests: list = []
 
-        def guard(txn: _delta.Transaction):
+        def guard(txn: _delta.DeltaTransaction):
             status, _ = self._status(txn)
             if status is TxnStatus.COMMITTED:
                 if self._unflushed:
@@ -392,7 +392,7 @@ class Transaction:
         the current segments, once per commit call."""
         rewritten: dict = {}
 
-        def files_of(txn: _delta.Transaction, segments) -> list[PendingFile]:
+        def files_of(txn: _delta.DeltaTransaction, segments) -> list[PendingFile]:
             staged = staged_pending_files(txn, manifests) + self._unflushed
             open_ids = {seg.segment_id for seg in segments}
             kept = [f for f in staged if f.segment_id in open_ids]
@@ -440,7 +440,7 @@ class Transaction:
         self._unflushed = []
         self._closed = TxnStatus.ABORTED
 
-    def _staged_files(self, txn: _delta.Transaction) -> list:
+    def _staged_files(self, txn: _delta.DeltaTransaction) -> list:
         """The staging partition's files in ``txn``'s snapshot, which ``txn`` now depends on (a
         concurrent staged write makes it fail). Replayed from the JSON log since the begin
         version (no Spark job); from the snapshot's file list if that log is gone."""
@@ -451,18 +451,18 @@ class Transaction:
         txn.track_partitions(EVENTS_PARTITION, [self._partition])
         return listed[0]
 
-    def _status(self, txn: _delta.Transaction) -> tuple[TxnStatus, int]:
+    def _status(self, txn: _delta.DeltaTransaction) -> tuple[TxnStatus, int]:
         status, ms = decode_state(txn.app_version(self._app), epoch_ms())
         if status is TxnStatus.UNKNOWN:
             raise TxnNotFoundError(f"{self!r} is unknown (never begun, or forgotten after Delta's "
                                    "application-version retention)")
         return status, ms
 
-    def _expired_open(self, txn: _delta.Transaction) -> bool:
+    def _expired_open(self, txn: _delta.DeltaTransaction) -> bool:
         """Whether the stored state is OPEN (an expired lease, not yet aborted by anyone)."""
         return (txn.app_version(self._app) & 3) == _OPEN
 
-    def _require_open(self, txn: _delta.Transaction) -> None:
+    def _require_open(self, txn: _delta.DeltaTransaction) -> None:
         status, _ = self._status(txn)
         if status is not TxnStatus.OPEN:
             if status is TxnStatus.ABORTED and self._expired_open(txn):
@@ -537,7 +537,7 @@ class TransactionalEventStreamWriter:
     def close(self) -> None:
         self._events.close()
 
-    def _transaction(self) -> _delta.Transaction:
+    def _transaction(self) -> _delta.DeltaTransaction:
         return self._appender.transaction()
 
 
@@ -550,7 +550,7 @@ def _as_bytes(event) -> bytes:
 
 
 # ---- the timeout job and listings ----------------------------------------------------------------
-def transaction_states(txn: _delta.Transaction, now_ms: int) -> list[dict]:
+def transaction_states(txn: _delta.DeltaTransaction, now_ms: int) -> list[dict]:
     """Every transaction recorded in the events table's log, with its status as of ``now_ms``."""
     out = []
     for app_id, (version, updated) in sorted(txn.app_versions(TXN_APP_PREFIX).items()):
@@ -573,7 +573,7 @@ TRANSACTIONS_DDL = ("txn_id string, status string, lease_expiry timestamp, decis
                     "max_execution_expiry timestamp, last_updated timestamp, timed_out boolean")
 
 
-def staged_pending_files(txn: _delta.Transaction, manifests: list) -> list[PendingFile]:
+def staged_pending_files(txn: _delta.DeltaTransaction, manifests: list) -> list[PendingFile]:
     """The staged files listed by these manifest files, ranked in staging order: (the staging
     commit's read version, the manifest, the write task)."""
     out = []
@@ -588,7 +588,7 @@ def staged_pending_files(txn: _delta.Transaction, manifests: list) -> list[Pendi
     return out
 
 
-def staged_rows(txn: _delta.Transaction, files: list[PendingFile]) -> DataFrame:
+def staged_rows(txn: _delta.DeltaTransaction, files: list[PendingFile]) -> DataFrame:
     """The events of staged files as ``(routing_key, event)`` rows, globally sorted in staging
     order (file rank, then offset): the input of a write routing them again."""
     ranked = sorted(files, key=lambda f: (f.rank, f.low))
@@ -600,7 +600,7 @@ def staged_rows(txn: _delta.Transaction, files: list[PendingFile]) -> DataFrame:
     return rows.orderBy("__rank", "rel_offset").select("routing_key", "event")
 
 
-def staged_data_paths(txn: _delta.Transaction, manifests: list) -> list[str]:
+def staged_data_paths(txn: _delta.DeltaTransaction, manifests: list) -> list[str]:
     """The (table-relative) paths of the staged data files these manifests list."""
     return [str(f.action.path()) for f in staged_pending_files(txn, manifests)]
 
@@ -613,7 +613,7 @@ def remove_manifests(txn_factory, partitions: list[int]) -> int:
         txn = txn_factory()
         files = txn.read_files_in(EVENTS_PARTITION, partitions)
         if files:
-            txn.commit(None, (), _delta.Transaction.removals(files, data_change=False))
+            txn.commit(None, (), _delta.DeltaTransaction.removals(files, data_change=False))
         return len(files)
 
     return _delta.retrying(attempt, f"remove staging manifests {partitions}")
@@ -632,7 +632,7 @@ def remove_decided_manifests(txn_factory, now_ms: int) -> int:
 
 
 def manifest_removals(files: list) -> list:
-    return _delta.Transaction.removals(files, data_change=False)
+    return _delta.DeltaTransaction.removals(files, data_change=False)
 
 
 def abort_timed_out(events_txn_factory, scope: str, stream: str, now_ms: int, spark=None, events_path=None) -> list[str]:
@@ -675,7 +675,7 @@ def abort_timed_out(events_txn_factory, scope: str, stream: str, now_ms: int, sp
 def transactions_df(controller: Controller, scope: str, stream: str, now: datetime | None = None) -> DataFrame:
     """``StreamManager.transactions``: the stream's transactions with their status as of ``now``."""
     controller.stream_record(scope, stream)
-    txn = _delta.Transaction(controller.spark, controller.store.events_path(scope, stream))
+    txn = _delta.DeltaTransaction(controller.spark, controller.store.events_path(scope, stream))
     rows = [tuple(s.values()) for s in transaction_states(txn, epoch_ms(now))]
     return controller.spark.createDataFrame(rows, TRANSACTIONS_DDL)
 
@@ -689,7 +689,7 @@ def abort_timed_out_transactions(controller: Controller, now: datetime | None, s
     for s, t in controller.stream_names(scope, stream):
         path = controller.store.events_path(s, t)
         try:
-            aborted = abort_timed_out(lambda p=path: _delta.Transaction(controller.spark, p), s, t, now_ms,
+            aborted = abort_timed_out(lambda p=path: _delta.DeltaTransaction(controller.spark, p), s, t, now_ms,
                                       controller.spark, path)
         except Exception as exc:  # noqa: BLE001 - a stream deleted meanwhile is skipped
             if _delta.is_table(controller.spark, path):

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 
 import pravega_spark as ps
 
-# a class-data-sharing archive of a worker JVM's classes (``tests.test_concurrency.worker_archive``)
+# a class-data-sharing archive of a worker JVM's classes (``tests.processes.worker_archive``)
 CDS_ARCHIVE, CDS_DUMP = "PRAVEGA_SPARK_WORKER_CDS", "PRAVEGA_SPARK_WORKER_CDS_DUMP"
 
 

@@ -264,13 +264,18 @@ def test_killed_writer_leaves_nothing_visible_and_clean_up_removes_its_bytes(spa
     check_stream_consistent(spark, manager, "iot", "sensors")
 
 
-@pytest.mark.slow
-def test_killed_just_before_commit_nothing_is_visible_and_clean_up_aborts_it(spark, root, manager, stream2):
-    proc = spawn("crash", "--root", root, "--op", "large-commit", "--failpoint", "large:before_commit",
-                 "--size", str(2 * MIB + 7))
+def _commit_killed_at(root: str, failpoint: str) -> str:
+    """A process stages a large event of 2 MiB + 7 bytes and is killed at ``failpoint`` of its
+    commit; the event's transient id."""
+    proc = spawn("crash", "--root", root, "--op", "large-commit", "--failpoint", failpoint, "--size", str(2 * MIB + 7))
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == -signal.SIGKILL and "COMMITTED" not in out, out + err[-3000:]
-    transient_id = next(line.split()[1] for line in out.splitlines() if line.startswith("STAGED"))
+    return next(line.split()[1] for line in out.splitlines() if line.startswith("STAGED"))
+
+
+@pytest.mark.slow
+def test_killed_just_before_commit_nothing_is_visible_and_clean_up_aborts_it(spark, root, manager, stream2):
+    transient_id = _commit_killed_at(root, "large:before_commit")
     assert manager.read_events("iot", "sensors").count() == 0
     assert [r.transient_id for r in manager.transient_data("iot", "sensors").collect()] == [transient_id]
     done = manager.clean_transient_data(now=datetime.now(timezone.utc) + timedelta(hours=1))
@@ -282,10 +287,7 @@ def test_killed_just_before_commit_nothing_is_visible_and_clean_up_aborts_it(spa
 
 @pytest.mark.slow
 def test_killed_after_commit_the_event_is_whole_and_clean_up_keeps_it(spark, root, manager, stream2):
-    proc = spawn("crash", "--root", root, "--op", "large-commit", "--failpoint", "large:after_commit",
-                 "--size", str(2 * MIB + 7))
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == -signal.SIGKILL and "COMMITTED" not in out, out + err[-3000:]
+    _commit_killed_at(root, "large:after_commit")
     rows = manager.read_events("iot", "sensors").collect()
     assert [bytes(r.event) for r in rows] == [large_payload(2 * MIB + 7)]
     assert _transient_rows(spark, root) == 3  # its removal was cut off ...

@@ -16,7 +16,7 @@ from jobs import compact as compact_job
 from jobs import demo_pipeline
 from jobs import validate as validate_job
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 VENV = REPO / ".venv"
 
 

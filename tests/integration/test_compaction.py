@@ -66,7 +66,7 @@ def test_the_readmes_plain_sql_reads_what_read_events_reads(spark, root, manager
     txn = manager.create_transactional_writer("iot", "sensors", writer_id="tx").begin_txn()
     txn.write_event(b"staged, invisible", routing_key="key-1")
     txn.flush()  # its manifest row is in the table too, and must stay invisible
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     sql = re.findall(r"```sql\n(.*?)```", readme, re.S)[0]
     sql = sql.replace("/lake/pravega/iot/sensors/events", f"{root}/iot/sensors/events")
     plain = [(r.segment_id, r.offset, r.routing_key, bytes(r.event)) for r in spark.sql(sql).collect()]

@@ -12,7 +12,7 @@ import pytest
 
 from pravega_spark import _session
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow

@@ -535,6 +535,11 @@ def placed(add, values: dict[str, int | str], data_change: bool = True, modifica
 _clock = time.time
 
 
+def clock() -> float:
+    """The store's clock, in seconds since the epoch (``_clock``)."""
+    return _clock()
+
+
 def commit_times(segment_bases: Sequence[tuple[int, int]]) -> list[int]:
     """Modification times (ms) for the files a commit adds, given each file's ``(segment_id,
     base_offset)``: the commit's clock plus the file's rank among the commit's files of its

@@ -62,8 +62,8 @@ from .stream_cut import StreamCut
 
 def utc_now() -> datetime:
     """The store's clock (metadata times: epochs, state changes), the same as the data files'
-    (``_delta._clock``)."""
-    return datetime.fromtimestamp(_delta._clock(), timezone.utc)
+    (``_delta.clock``)."""
+    return datetime.fromtimestamp(_delta.clock(), timezone.utc)
 
 
 def from_spark_time(value: datetime | None) -> datetime | None:

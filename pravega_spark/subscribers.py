@@ -1,4 +1,6 @@
-"""Subscribers' lower bound (Pravega's ``computeSubscribersLowerBound``) as a Spark transformation.
+"""Subscribers (consumption-based retention): the controller's subscriber calls (``add_subscriber``,
+``remove_subscriber``, ``update_subscriber_stream_cut``: Pravega's ``addSubscriber`` ...) and the
+subscribers' lower bound (Pravega's ``computeSubscribersLowerBound``) as a Spark transformation.
 
 Consumption-based retention may only truncate what every subscriber has consumed. Each subscriber
 publishes a stream cut; the lower bound is, at every point of the key space, the earliest of their

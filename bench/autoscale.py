@@ -32,7 +32,7 @@ SCOPE = "bench"
 
 def fill(manager, stream: str, events: int, at: datetime, start: int, batch: int = 2_000_000) -> None:
     """``events`` events committed with the data files' clock at ``at`` (in batches)."""
-    _delta._clock = lambda: at.timestamp()
+    _delta.set_clock(lambda: at.timestamp())
     try:
         writer = manager.create_event_writer(SCOPE, stream, "bench")
         done = 0
@@ -42,7 +42,7 @@ def fill(manager, stream: str, events: int, at: datetime, start: int, batch: int
             done += n
             print(f"  {stream}: {done:,} events", flush=True)
     finally:
-        _delta._clock = time.time
+        _delta.set_clock(None)
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ after, and exits 0 when both scales happened and every event was read back once,
 device.
 
 Simulated time: the store's clock (commit and epoch times) is moved forward by the demo through
-an internal seam of the library (``pravega_spark._delta._clock``), because Pravega's rules need
+an internal seam of the library (``pravega_spark._delta.set_clock``), because Pravega's rules need
 minutes of real traffic. Applications never set it: ``run_autoscale`` uses the wall clock.
 """
 
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     manager = ps.StreamManager(spark, args.root)
     started = time.perf_counter()
     clock = datetime.now(timezone.utc)
-    _delta._clock = lambda: clock.timestamp()  # simulated time (see the module docstring)
+    _delta.set_clock(lambda: clock.timestamp())  # simulated time (see the module docstring)
     try:
         manager.create_scope(SCOPE)
         manager.create_stream(SCOPE, STREAM, ps.StreamConfiguration(
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
                     print(f"minute {minute}: scale {request.direction} of {list(request.sealed)} -> epoch {epoch}: "
                           f"{request.reason}")
     finally:
-        _delta._clock = time.time
+        _delta.set_clock(None)
     print("epochs after:\n" + epochs_text(manager))
     events = manager.read_events(SCOPE, STREAM)
     per_key = Window.partitionBy("routing_key").orderBy("segment_id", "offset")

@@ -138,6 +138,7 @@ class Store:
     def __init__(self, spark: SparkSession, root: str) -> None:
         self.spark = spark
         self.root = root.rstrip("/")
+        self.backend = _delta.ClassicBackend(spark)
         # metadata read from a table, keyed by what was read; valid while the table's (version,
         # id) is unchanged, which costs a look at its log rather than a Spark job to check
         self._cache: dict[tuple, tuple[tuple[int, str], object]] = {}
@@ -216,12 +217,9 @@ class Store:
     def table_rows(self, path: str, column: str | None = None, value: str | None = None) -> list[dict]:
         """The rows of a small table (or of one of its string partitions) at its latest version:
         from the files its checksum lists, read once per file, else one Spark query per version."""
-        snap = _delta.snapshot(self.spark, path)
-        files = _delta.crc_files(snap)
-        if files is not None:
-            if column is not None:
-                files = [f for f in files if _delta.partition_value(f, column) == value]
-            return _delta.read_rows(self.spark, path, files)
+        rows = self.backend.read_rows(path, column, value)
+        if rows is not None:
+            return rows
 
         def load(version: int) -> tuple:
             df = _delta.read(self.spark, path, version)
@@ -262,11 +260,11 @@ class Store:
 
         _delta.retrying(attempt, f"delete scope {scope}")
 
-    def _replace(self, txn: _delta.DeltaTransaction, files: list, rows: list, schema: StructType,
+    @staticmethod
+    def _replace(txn: _delta.DeltaTransaction, files: list, rows: list, schema: StructType,
                  partition_by: tuple[str, ...] = ()) -> int:
         """Commit ``rows`` (one new file) in place of ``files``; returns the version."""
-        actions = txn.write_rows(rows, schema, partition_by) if rows else None
-        return txn.commit(actions, partition_by, extra=txn.removals(files))
+        return _delta.replace(txn, files, rows, schema, partition_by)
 
     # ---- streams -----------------------------------------------------------------------------
     def streams(self) -> DataFrame:
@@ -326,7 +324,7 @@ class Store:
             return True
         now = utc_now()
         mark = (key, scope, SCOPE_MARK, SCOPE_DELETED, "{}", [], 0, None, None, scope_created, now, 0, None)
-        mine = [f for f in files if _delta.partition_value(f, STREAM_KEY) == key]
+        mine = [f for f in files if f.partition(STREAM_KEY) == key]
         self._replace(txn, mine, [mark], STREAMS_SCHEMA, (STREAM_KEY,))
         return True
 
@@ -451,19 +449,8 @@ class Store:
         file list (no Spark job), else one query over the snapshot's file list. Known per
         version: asking again before the table changes costs a look at its log."""
         ids = sorted({int(s) for s in segment_ids})
-        path = self.events_path(scope, stream)
-        snap = _delta.snapshot(self.spark, path, version)
-        state = (int(snap.version()), str(snap.metadata().id()))
-        hit = self._cache.get((path, ("summary", tuple(ids))))
-        if hit is not None and hit[0] == state:
-            return hit[1]
-        files = _delta.crc_files(snap)
-        summary = (_delta.summarize(files, EVENTS_PARTITION, ids, "end_offset", "record_type")
-                   if files is not None else None)
-        if summary is None:
-            summary = _delta.summarize_snapshot(self.spark, snap, EVENTS_PARTITION, ids, "end_offset", "record_type")
-        self._cache[(path, ("summary", tuple(ids)))] = (state, summary)
-        return summary
+        return self.backend.summarize(self.events_path(scope, stream), EVENTS_PARTITION, ids, "end_offset",
+                                      "record_type", version)
 
     def segment_tails(self, scope: str, stream: str, segment_ids: Iterable[int],
                       version: int | None = None) -> dict[int, SegmentTail]:
@@ -530,11 +517,9 @@ class Store:
         if files is not None:  # a marker is always a file of its own: its statistics say so
             present = set()
             for f in files:
-                stats = _delta.file_stats(f)
-                low, high = stats.get("minValues") or {}, stats.get("maxValues") or {}
+                low, high = f.min_values, f.max_values
                 if low.get("record_type") == high.get("record_type") == RECORD_TRUNCATE:
-                    present.add((int(_delta.partition_value(f, EVENTS_PARTITION)),
-                                 int(_delta.partition_value(f, "base_offset")) + low.get("rel_offset")))
+                    present.add((f.int_partition(EVENTS_PARTITION), f.int_partition("base_offset") + low.get("rel_offset")))
         else:
             present = {(r[0], r[1]) for r in self.events(scope, stream, txn.read_version)
                        .where(F.col("segment_id").isin(list(starts)) & (F.col("record_type") == RECORD_TRUNCATE))
@@ -580,33 +565,32 @@ class Store:
         files = txn.read_files_in(EVENTS_PARTITION, sorted(below))
         removed, straddling = [], []
         for f in files:  # a file's rows lie in [base_offset, end_offset): the log says where
-            start = below[int(_delta.partition_value(f, EVENTS_PARTITION))]
-            base, end = int(_delta.partition_value(f, "base_offset")), int(_delta.partition_value(f, "end_offset"))
+            start = below[f.int_partition(EVENTS_PARTITION)]
+            base, end = f.int_partition("base_offset"), f.int_partition("end_offset")
             if start is None or end < start or (end == start and base < start):
                 removed.append(f)
             elif base < start:
                 straddling.append(f)
         if not removed and not straddling:
             return _delta.CommitMetrics(None, {})
-        actions, kept = None, []
+        adds, kept = None, []
         if straddling:
             keep = " OR ".join(f"(segment_id = {s} AND base_offset + rel_offset >= {o})"
                                for s, o in sorted(below.items()) if o is not None)
             # the rows kept keep their file's base and end (partition values): offsets unchanged
-            _, kept = txn.write(txn.read_files(straddling).where(keep), EVENTS_PARTITIONS)
+            kept = txn.write(txn.read_files(straddling).where(keep), EVENTS_PARTITIONS)
             # each rewritten file keeps its original's time (Delta's streaming source orders a
             # snapshot by it: see ``_delta.commit_times``)
-            times = {(int(_delta.partition_value(f, EVENTS_PARTITION)), int(_delta.partition_value(f, "base_offset"))):
-                     int(f.modificationTime()) for f in straddling}
-            actions = [_delta.placed(k.action, {}, modification_time=times.get(
-                (int(_delta.partition_value(k.action, EVENTS_PARTITION)), int(_delta.partition_value(k.action, "base_offset")))))
-                for k in kept]
+            times = {(f.int_partition(EVENTS_PARTITION), f.int_partition("base_offset")): f.modification_time
+                     for f in straddling}
+            adds = [k.placed(modification_time=times.get((k.int_partition(EVENTS_PARTITION), k.int_partition("base_offset"))))
+                    for k in kept]
         copied = sum(f.num_records for f in kept)
         metrics = {"numRemovedFiles": len(removed) + len(straddling), "numAddedFiles": len(kept),
                    "numCopiedRows": copied,
-                   "numDeletedRows": sum(int(_delta.file_stats(f).get("numRecords", 0)) for f in removed + straddling) - copied}
+                   "numDeletedRows": sum(f.num_records for f in removed + straddling) - copied}
         txn.record_metrics(metrics)
-        version = txn.commit(actions, EVENTS_PARTITIONS, extra=txn.removals(removed + straddling),
+        version = txn.commit(adds, EVENTS_PARTITIONS, extra=txn.removals(removed + straddling),
                              delete_predicate=condition)
         return _delta.CommitMetrics(version, metrics)
 
@@ -631,17 +615,7 @@ class Store:
         (``partition``'s column by default). Returns whether anything changed."""
         partition_by = partition_by or ((partition[0],) if partition else ())
         self._table(path, schema, partition_by)
-
-        def attempt() -> bool:
-            txn = _delta.DeltaTransaction(self.spark, path)
-            files = txn.read_partition(*partition) if partition else txn.read_whole_table()
-            rows = change(txn.rows(files))
-            if rows is None:
-                return False
-            self._replace(txn, files, rows, schema, partition_by)
-            return True
-
-        return _delta.retrying(attempt, what)
+        return self.backend.replace_rows(path, schema, change, what, partition, partition_by)
 
     @staticmethod
     def as_tuples(rows: Iterable[Mapping], schema: StructType) -> list[tuple]:

@@ -308,7 +308,7 @@ class Appender:
         # commit's files in action order and a snapshot in time order: ``_delta.commit_times``)
         ordered = sorted(zip(files, placements, strict=True), key=lambda fp: (fp[0].segment_id, fp[1][0]))
         times = _delta.commit_times([(f.segment_id, base) for f, (base, _) in ordered])
-        adds = [_delta.placed(f.action, {"base_offset": base, "end_offset": end}, modification_time=t)
+        adds = [f.entry.placed({"base_offset": base, "end_offset": end}, modification_time=t)
                 for (f, (base, end)), t in zip(ordered, times, strict=True)]
         # the fence: only the segments written to. A commit adding files to one of them (an
         # append, a seal, a truncation marker) or removing some after our snapshot makes ours
@@ -364,7 +364,7 @@ class Appender:
                             F.current_timestamp().alias("write_time"),
                             F.lit(None).cast("long").alias("rel_event_offset")))
         try:
-            _, files = txn.write(prepared, EVENTS_PARTITIONS)
+            files = txn.write(prepared, EVENTS_PARTITIONS)
         except Exception as exc:  # the job's raise_error surfaces as a Spark or Py4J error
             self._raise_event_error(exc)
             raise
@@ -384,7 +384,7 @@ class Appender:
         except Exception as exc:  # the tasks' ValueError surfaces as a Spark or Py4J error
             self._raise_event_error(exc)
             raise
-        return [pending_file(_delta.AddedFile.of(_delta.add_from_json(add))) for add in adds]
+        return [pending_file(_delta.FileEntry.from_json(add)) for add in adds]
 
     def _write_small(self, txn: _delta.DeltaTransaction, events: list, segments) -> list[PendingFile]:
         """The same layout as ``_write_with_spark`` for a few events already in this process:
@@ -402,8 +402,7 @@ class Appender:
                          self.writer_id, now, None))
         if not rows:
             return []
-        actions = txn.write_rows(rows, EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS)
-        return [pending_file(_delta.AddedFile.of(a)) for a in actions]
+        return [pending_file(f) for f in txn.write_rows(rows, EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS)]
 
     @staticmethod
     def _raise_event_error(exc: BaseException) -> None:
@@ -441,13 +440,12 @@ class _WriteOnce:
         return self._files
 
 
-def pending_file(added: _delta.AddedFile, first_rank: int = 0) -> PendingFile:
+def pending_file(added: _delta.FileEntry, first_rank: int = 0) -> PendingFile:
     """A written file awaiting its base: its segment, its rank (``first_rank``, then the task that
     wrote it, from its placeholder ``base_offset``) and its relative extent (statistics)."""
-    return PendingFile(int(added.partition[EVENTS_PARTITION]),
-                       (first_rank, UNPLACED - int(added.partition["base_offset"])),
+    return PendingFile(added.int_partition(EVENTS_PARTITION), (first_rank, UNPLACED - added.int_partition("base_offset")),
                        int(added.min_values.get("rel_offset", 0)), int(added.max_values["rel_next_offset"]),
-                       added.num_records, added.action)
+                       added.num_records, added)
 
 
 def check_write_number(write_number: int | None) -> int | None:

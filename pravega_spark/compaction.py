@@ -91,11 +91,10 @@ def plan_runs(files: Iterable[FileExtent], target_size: int = DEFAULT_TARGET_FIL
     return runs
 
 
-def extent_of(add) -> FileExtent:
-    """A Delta add action's ``FileExtent``."""
-    return FileExtent(str(add.path()), int(_delta.partition_value(add, EVENTS_PARTITION)),
-                      int(_delta.partition_value(add, "base_offset")), int(_delta.partition_value(add, "end_offset")),
-                      int(add.size()))
+def extent_of(add: _delta.FileEntry) -> FileExtent:
+    """A data file's ``FileExtent``."""
+    return FileExtent(add.path, add.int_partition(EVENTS_PARTITION), add.int_partition("base_offset"),
+                      add.int_partition("end_offset"), add.size)
 
 
 def compact(spark, events_path: str, segment_ids: Sequence[int] | None = None,
@@ -107,9 +106,9 @@ def compact(spark, events_path: str, segment_ids: Sequence[int] | None = None,
         files = txn.unfenced_files()
         if segment_ids is not None:
             wanted = {int(s) for s in segment_ids}
-            files = [f for f in files if int(_delta.partition_value(f, EVENTS_PARTITION)) in wanted]
-        files = [f for f in files if int(_delta.partition_value(f, EVENTS_PARTITION)) >= 0]
-        by_path = {str(f.path()): f for f in files}
+            files = [f for f in files if f.int_partition(EVENTS_PARTITION) in wanted]
+        files = [f for f in files if f.int_partition(EVENTS_PARTITION) >= 0]
+        by_path = {f.path: f for f in files}
         runs = plan_runs([extent_of(f) for f in files], target_size)
         if not runs:
             return CompactionResult()
@@ -129,15 +128,14 @@ def compact(spark, events_path: str, segment_ids: Sequence[int] | None = None,
         for part in parts[1:]:
             rows = rows.unionByName(part)
         # one task (so one file) per run
-        _, added = txn.write(rows.repartition(len(runs), "segment_id", "base_offset"), EVENTS_PARTITIONS)
+        added = txn.write(rows.repartition(len(runs), "segment_id", "base_offset"), EVENTS_PARTITIONS)
         # each run's file keeps the earliest time of the files it replaces: Delta's streaming
         # source orders a snapshot by modification time (see ``_delta.commit_times``)
-        first_time = {(run[0].segment_id, run[0].base_offset): min(int(by_path[f.path].modificationTime()) for f in run)
+        first_time = {(run[0].segment_id, run[0].base_offset): min(by_path[f.path].modification_time for f in run)
                       for run in runs}
-        adds = [_delta.placed(f.action, {}, data_change=False, modification_time=first_time.get(
-            (int(_delta.partition_value(f.action, EVENTS_PARTITION)), int(_delta.partition_value(f.action, "base_offset")))))
-            for f in added]
+        adds = [f.placed(data_change=False, modification_time=first_time.get(
+            (f.int_partition(EVENTS_PARTITION), f.int_partition("base_offset")))) for f in added]
         version = txn.commit(adds, EVENTS_PARTITIONS, txn.removals(inputs, data_change=False))
-        return CompactionResult(version, len(runs), len(inputs), len(added), sum(int(f.size()) for f in inputs))
+        return CompactionResult(version, len(runs), len(inputs), len(added), sum(f.size for f in inputs))
 
     return _delta.retrying(attempt, f"compact {events_path}", retry)

@@ -361,7 +361,7 @@ class LargeEventWriter(io.RawIOBase):
                                   EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS,
                                   folder=f"transient={self.transient_id}")
         manifest = (self.transient_id, w.writer_id, self.routing_key, self.key_position, position, len(chunk),
-                    _delta.add_json(add), now)
+                    add.to_json(), now)
 
         def attempt() -> int:  # a blind append: nobody else writes this transient id's partition
             txn = _delta.DeltaTransaction(self._session, path)
@@ -398,9 +398,8 @@ class LargeEventWriter(io.RawIOBase):
         times = _delta.commit_times([(target, start) for start, _ in places])
         for position, (start, end), t in zip(self._staged, places, times, strict=True):
             # metadata only: each chunk file gets its place in the segment, in offset order
-            adds.append(_delta.placed(_delta.add_from_json(self._chunks[position][1]),
-                                      {EVENTS_PARTITION: target, "base_offset": start, "end_offset": end},
-                                      modification_time=t))
+            adds.append(_delta.FileEntry.from_json(self._chunks[position][1]).placed(
+                {EVENTS_PARTITION: target, "base_offset": start, "end_offset": end}, modification_time=t))
         failpoint("large:before_commit")
         version = txn.commit(adds, EVENTS_PARTITIONS, [txn.set_app_version(self._app, _COMMITTED)])
         failpoint("large:after_commit")
@@ -435,8 +434,8 @@ def staged_positions(session, path: str, transient_id: str) -> list[int]:
     """The positions of a transient id's staged chunks, in order, from the transient table's log
     (each manifest file's statistics; no data read)."""
     txn = _delta.DeltaTransaction(session, path)
-    files = [f for f in txn.unfenced_files() if _delta.partition_value(f, TRANSIENT_PARTITION) == transient_id]
-    return sorted(int((_delta.file_stats(f).get("minValues") or {})["position"]) for f in files)
+    files = [f for f in txn.unfenced_files() if f.partition(TRANSIENT_PARTITION) == transient_id]
+    return sorted(int(f.min_values["position"]) for f in files)
 
 
 def remove_transient(session, path: str, events_path: str, transient_ids: list[str],
@@ -486,9 +485,9 @@ def idle_transient_ids(session, path: str, now: datetime, idle_timeout: timedelt
     latest: dict[str, int] = {}
     sizes: dict[str, int] = {}
     for f in txn.unfenced_files():  # with statistics (sizes)
-        tid = f.partitionValues().apply(TRANSIENT_PARTITION)
-        latest[tid] = max(latest.get(tid, 0), int(f.modificationTime()))
-        sizes[tid] = sizes.get(tid, 0) + int((_delta.file_stats(f).get("maxValues") or {}).get("size", 0))
+        tid = f.partition(TRANSIENT_PARTITION)
+        latest[tid] = max(latest.get(tid, 0), f.modification_time)
+        sizes[tid] = sizes.get(tid, 0) + int(f.max_values.get("size", 0))
     cutoff = int(now.timestamp() * 1000) - int(idle_timeout / timedelta(milliseconds=1))
     return {tid: sizes[tid] for tid, ms in sorted(latest.items()) if ms <= cutoff}
 

@@ -165,15 +165,15 @@ def _relative_ends():
 class PendingFile:
     """A written, uncommitted file of one segment: ``rank`` orders it among the write's files
     (files of one task share ``rank``, their offsets relative to that task's extent), ``low``
-    and ``high`` are its smallest relative offset and largest relative end; ``action`` is its
-    Delta add action (partition values not yet placed)."""
+    and ``high`` are its smallest relative offset and largest relative end; ``entry`` is the
+    file as the log will record it (partition values not yet placed)."""
 
     segment_id: int
     rank: tuple
     low: int
     high: int
     num_records: int = 0
-    action: object = None
+    entry: object = None  # a _delta.FileEntry
 
 
 def place_files(files: Sequence[PendingFile], tails: Mapping[int, int]) -> tuple[list[tuple[int, int]], dict[int, int]]:

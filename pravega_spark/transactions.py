@@ -265,7 +265,7 @@ class Transaction:
         files = _delta.retrying(attempt, f"write to {self!r}", appender.retry)
         self._writes += 1
         self._unflushed += [PendingFile(f.segment_id, (UNFLUSHED_RANK, self._writes, *f.rank[1:]), f.low, f.high,
-                                        f.num_records, f.action) for f in files]
+                                        f.num_records, f.entry) for f in files]
         count = sum(f.num_records for f in files)
         log.info("%r wrote %d events in %d files (buffered until flush or commit)", self, count, len(files))
         return count
@@ -289,7 +289,7 @@ class Transaction:
         self._require_open(txn)
         now = datetime.now(timezone.utc)
         manifest = [(self._partition, txn.read_version, txn.read_version, rank, f.rank[1], RECORD_STAGED, None,
-                     _delta.add_json(f.action).encode(), self._writer.writer_id, now, None)
+                     f.entry.to_json().encode(), self._writer.writer_id, now, None)
                     for rank, f in enumerate(self._unflushed)]
         version = txn.commit(txn.write_rows(manifest, EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS),
                              EVENTS_PARTITIONS)
@@ -399,13 +399,13 @@ class Transaction:
             moved = [f for f in staged if f.segment_id not in open_ids]
             if not moved:
                 return kept
-            key = tuple(sorted(str(f.action.path()) for f in moved))
+            key = tuple(sorted(f.entry.path for f in moved))
             if rewritten.get("key") != key or any(f.segment_id not in open_ids for f in rewritten["files"]):
                 log.info("%r: %d staged files were routed to sealed segments: routing them again", self, len(moved))
                 rows = staged_rows(txn, moved)
                 files = self._writer._appender.write_with_spark(txn, rows, segments)
                 rewritten.update(key=key, files=[PendingFile(f.segment_id, (1 << 62, *f.rank), f.low, f.high,
-                                                             f.num_records, f.action) for f in files])
+                                                             f.num_records, f.entry) for f in files])
             return kept + rewritten["files"]
 
         return files_of
@@ -427,7 +427,7 @@ class Transaction:
             if status is TxnStatus.ABORTED and not self._expired_open(txn):
                 return False
             files = self._staged_files(txn)
-            aborted[:] = staged_data_paths(txn, files) + [str(f.action.path()) for f in self._unflushed]
+            aborted[:] = staged_data_paths(txn, files) + [f.entry.path for f in self._unflushed]
             txn.commit(None, (), manifest_removals(files) + [txn.set_app_version(self._app, encode_state(_ABORTED, epoch_ms()))])
             return True
 
@@ -581,10 +581,10 @@ def staged_pending_files(txn: _delta.DeltaTransaction, manifests: list) -> list[
         for row in txn.rows([manifest]):
             if row["record_type"] != RECORD_STAGED:
                 continue
-            staged = pending_file(_delta.AddedFile.of(_delta.add_from_json(bytes(row["event"]).decode())))
+            staged = pending_file(_delta.FileEntry.from_json(bytes(row["event"]).decode()))
             # (the staging version, the manifest, the handle's write, the write task)
-            rank = (int(row["base_offset"]), str(manifest.path()), int(row["rel_next_offset"]), *staged.rank[1:])
-            out.append(PendingFile(staged.segment_id, rank, staged.low, staged.high, staged.num_records, staged.action))
+            rank = (int(row["base_offset"]), manifest.path, int(row["rel_next_offset"]), *staged.rank[1:])
+            out.append(PendingFile(staged.segment_id, rank, staged.low, staged.high, staged.num_records, staged.entry))
     return out
 
 
@@ -592,7 +592,7 @@ def staged_rows(txn: _delta.DeltaTransaction, files: list[PendingFile]) -> DataF
     """The events of staged files as ``(routing_key, event)`` rows, globally sorted in staging
     order (file rank, then offset): the input of a write routing them again."""
     ranked = sorted(files, key=lambda f: (f.rank, f.low))
-    parts = [txn.read_files([f.action]).select("routing_key", "event", "rel_offset", F.lit(i).alias("__rank"))
+    parts = [txn.read_files([f.entry]).select("routing_key", "event", "rel_offset", F.lit(i).alias("__rank"))
              for i, f in enumerate(ranked)]
     rows = parts[0]
     for part in parts[1:]:
@@ -602,7 +602,7 @@ def staged_rows(txn: _delta.DeltaTransaction, files: list[PendingFile]) -> DataF
 
 def staged_data_paths(txn: _delta.DeltaTransaction, manifests: list) -> list[str]:
     """The (table-relative) paths of the staged data files these manifests list."""
-    return [str(f.action.path()) for f in staged_pending_files(txn, manifests)]
+    return [f.entry.path for f in staged_pending_files(txn, manifests)]
 
 
 def remove_manifests(txn_factory, partitions: list[int]) -> int:
@@ -613,7 +613,7 @@ def remove_manifests(txn_factory, partitions: list[int]) -> int:
         txn = txn_factory()
         files = txn.read_files_in(EVENTS_PARTITION, partitions)
         if files:
-            txn.commit(None, (), _delta.DeltaTransaction.removals(files, data_change=False))
+            txn.commit(None, (), _delta.removals(files, data_change=False))
         return len(files)
 
     return _delta.retrying(attempt, f"remove staging manifests {partitions}")
@@ -626,13 +626,13 @@ def remove_decided_manifests(txn_factory, now_ms: int) -> int:
     txn = txn_factory()
     decided = {staging_partition(uuid.UUID(s["txn_id"])) for s in transaction_states(txn, now_ms)
                if s["status"] in ("COMMITTED", "ABORTED") and not s["timed_out"]}
-    left = sorted({int(_delta.partition_value(f, EVENTS_PARTITION)) for f in txn.files_where(f"{EVENTS_PARTITION} < 0")}
+    left = sorted({f.int_partition(EVENTS_PARTITION) for f in txn.files_where(f"{EVENTS_PARTITION} < 0")}
                   & decided)
     return remove_manifests(txn_factory, left) if left else 0
 
 
-def manifest_removals(files: list) -> list:
-    return _delta.DeltaTransaction.removals(files, data_change=False)
+def manifest_removals(files: list[_delta.FileEntry]) -> list[_delta.Removal]:
+    return _delta.removals(files, data_change=False)
 
 
 def abort_timed_out(events_txn_factory, scope: str, stream: str, now_ms: int, spark=None, events_path=None) -> list[str]:
@@ -654,12 +654,12 @@ def abort_timed_out(events_txn_factory, scope: str, stream: str, now_ms: int, sp
             actions.append(txn.set_app_version(app, encode_state(_ABORTED, now_ms)))
         expired_parts = {staging_partition(uuid.UUID(t)) for t in expired}
         files = [f for f in txn.files_where(f"{EVENTS_PARTITION} < 0")
-                 if int(_delta.partition_value(f, EVENTS_PARTITION)) in expired_parts | set(decided)]
+                 if f.int_partition(EVENTS_PARTITION) in expired_parts | set(decided)]
         if not files and not actions:
             return []
         # the staged files of aborted transactions go; a committed one's are its events now
-        doomed = [f for f in files if int(_delta.partition_value(f, EVENTS_PARTITION)) in expired_parts
-                  or decided.get(int(_delta.partition_value(f, EVENTS_PARTITION)), {}).get("status") == "ABORTED"]
+        doomed = [f for f in files if f.int_partition(EVENTS_PARTITION) in expired_parts
+                  or decided.get(f.int_partition(EVENTS_PARTITION), {}).get("status") == "ABORTED"]
         deleted[:] = staged_data_paths(txn, doomed)
         txn.commit(None, (), manifest_removals(files) + actions)
         log.info("aborted %d timed-out transactions of %s/%s (%d manifests removed): %s",

@@ -384,7 +384,7 @@ def main(argv=None) -> int:
     if a.clock_offset:
         from pravega_spark import _delta
 
-        _delta._clock = lambda: time.time() + a.clock_offset
+        _delta.set_clock(lambda: time.time() + a.clock_offset)
     if a.command == "race":  # opens its stores itself: opening one is a step of the race
         run_race(ps.spark_session(**CONF), a)
         return 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -191,13 +190,13 @@ def _write_at(manager, monkeypatch, at: datetime, keys: list[str], events: int) 
     seam), which is the wall clock again afterwards."""
     from pravega_spark import _delta
 
-    monkeypatch.setattr(_delta, "_clock", lambda: at.timestamp())
+    _delta.set_clock(lambda: at.timestamp())
     try:
         rows = [(keys[i % len(keys)], f"e{i}") for i in range(events)]
         manager.create_event_writer("iot", "sensors", "w").write_events(
             manager.spark.createDataFrame(rows, "routing_key string, event string"))
     finally:
-        monkeypatch.setattr(_delta, "_clock", time.time)
+        _delta.set_clock(None)
 
 
 def test_run_autoscale_splits_a_hot_segment_once_and_never_scales_a_fixed_stream(manager, stream2, monkeypatch,

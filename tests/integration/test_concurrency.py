@@ -20,14 +20,15 @@ from tests.workers import batch_rows
 
 
 @pytest.mark.slow
-def test_concurrent_writers_and_scaler(spark, root, manager, stream2, monkeypatch):
+def test_concurrent_writers_and_scaler(spark, root, manager, stream2, request):
     """Writer processes while a scaler process splits and merges, then this process auto-scales
     (it splits the segment it measured hot) while they write: every event once, in order per key.
 
     Every process runs the store's clock 30 minutes ahead (the library's internal seam), so the
     template's segment [0.5, 1), made before, is past the auto-scaler's cooldown."""
     ahead = 1800.0
-    monkeypatch.setattr(_delta, "_clock", lambda: time.time() + ahead)
+    previous = _delta.set_clock(lambda: time.time() + ahead)
+    request.addfinalizer(lambda: _delta.set_clock(previous))
     manager.update_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.by_event_rate(10, 2, 1)))
     candidates = spark.createDataFrame([(f"hot-{i}",) for i in range(64)], "k string")
     hot = [r.k for r in candidates.where(ps.key_position("k") >= 0.6).limit(4).collect()]

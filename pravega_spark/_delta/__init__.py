@@ -1,0 +1,61 @@
+"""The Delta seam: the one package that touches Delta's JVM classes or py4j.
+
+Everything it hands out is a plain Python value: :class:`FileEntry` (a data file as the log
+records it), :class:`TableState` (a version, its table id and listed files),
+:class:`PartitionSummary`, :class:`CommitMetrics`, rows as dicts, DataFrames, and the log's
+changes as dicts. Everything it takes back is plain too: a commit is a list of ``FileEntry``,
+:class:`Removal` and :class:`AppVersion` values.
+
+The interface the rest of the library uses is :class:`backend.DeltaBackend` (``backend.py``);
+``ClassicBackend`` implements it through the JVM. The modules:
+
+- ``files``: the plain values, summaries of partitions, Parquet encoding, the store's clock;
+- ``retry``: Delta's conflicts recognised, bounded retries;
+- ``session``: session settings, qualified paths, facts about sessions and plans;
+- ``log``: log reads (versions, listed files, summaries, commits' changes);
+- ``storage``: files under tables (rows without a Spark job, writes, deletes, VACUUM);
+- ``actions``: plain values to Delta's actions and back, in batches;
+- ``transaction``: a transaction driven directly (the classic backend's fence), table creation.
+"""
+
+from .backend import ClassicBackend, DeltaBackend, replace
+from .files import (
+    AppVersion,
+    CommitMetrics,
+    FileEntry,
+    PartitionSummary,
+    Removal,
+    TableState,
+    arrow_type,
+    clock,
+    commit_times,
+    removals,
+    set_clock,
+    summarize,
+)
+from .log import exists, file_changes, latest, recent_changes, summarize_table, table_state, version
+from .retry import CONFLICTS, DEFAULT_RETRY, Retry, RetryPolicy, is_conflict, retrying
+from .session import (
+    SESSION_CONF,
+    activate,
+    configure_session,
+    estimated_size,
+    in_session,
+    is_stopped,
+    plan_leaves,
+    qualify,
+    session_key,
+    wait_for_listeners,
+)
+from .storage import delete_files, is_table, read, read_rows, remove_path, vacuum
+from .transaction import DeltaTransaction, create_table
+
+__all__ = [
+    "CONFLICTS", "DEFAULT_RETRY", "SESSION_CONF", "AppVersion", "ClassicBackend", "CommitMetrics",
+    "DeltaBackend", "DeltaTransaction", "FileEntry", "PartitionSummary", "Removal", "Retry",
+    "RetryPolicy", "TableState", "activate", "arrow_type", "clock", "commit_times", "configure_session",
+    "create_table", "delete_files", "estimated_size", "exists", "file_changes", "in_session",
+    "is_conflict", "is_stopped", "is_table", "latest", "plan_leaves", "qualify", "read", "read_rows",
+    "recent_changes", "remove_path", "removals", "replace", "retrying", "session_key", "set_clock", "summarize",
+    "summarize_table", "table_state", "vacuum", "version", "wait_for_listeners",
+]

@@ -1,0 +1,152 @@
+"""Storage under tables, through the table's Hadoop file system (any scheme: ``file:``,
+``s3a://``, ``abfss://``, ``dbfs:/``): reading a table, small files' rows without a Spark job,
+writing and deleting files, checking a location before a table is created there, VACUUM."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+
+from ..errors import TableLocationError
+from .files import FileEntry
+
+
+def is_table(spark: SparkSession, path: str) -> bool:
+    return DeltaTable.isDeltaTable(spark, path)
+
+
+def _is_delta_entry(name: str, is_dir: bool) -> bool:
+    """Whether a Delta writer makes an entry of this name in a table's folder: its log, hidden and
+    underscored files (checksums, markers), data files, partition folders."""
+    return name.startswith(("_", ".")) or (name.startswith("part-") and not is_dir) or (is_dir and "=" in name)
+
+
+def check_table_location(spark: SparkSession, path: str) -> None:
+    """Refuse a location holding anything but what a Delta writer makes (``TableLocationError``).
+
+    A folder whose entries are all a Delta writer's (``_delta_log/``, data files, partition
+    folders) may be becoming a table in another process: it passes."""
+    fs, p = _fs(spark, path)
+    if not fs.exists(p):
+        return
+    status = fs.getFileStatus(p)
+    if not status.isDirectory():
+        raise TableLocationError(f"cannot create a table at {path}: a file is there")
+    entries = fs.listStatus(p)
+    stray = sorted(str(e.getPath().getName()) for e in entries
+                   if not _is_delta_entry(str(e.getPath().getName()), bool(e.isDirectory())))
+    if stray:
+        shown = ", ".join(stray[:5]) + (f" and {len(stray) - 5} more" if len(stray) > 5 else "")
+        raise TableLocationError(f"cannot create a table at {path}: it holds {shown}, which is not a Delta "
+                                 "table's; move it away and try again")
+
+
+def read(spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
+    """The table at ``path`` (at ``version`` if given) as a DataFrame."""
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return reader.load(path)
+
+
+_ROWS: dict[tuple[str, str], tuple] = {}
+_ROWS_LIMIT = 20_000
+
+
+def read_rows(spark: SparkSession, path: str, files: Sequence[FileEntry]) -> list[dict]:
+    """The rows of a few small data files of the table at ``path`` (partition columns added), as
+    dicts with Python values (timestamps aware UTC). A file never changes once written, so rows
+    are kept per file path: reading the same files again costs nothing. The bytes are read through
+    the table's Hadoop file system and decoded with pyarrow (no Spark job)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out: list[dict] = []
+    jvm = spark.sparkContext._jvm
+    base = jvm.org.apache.hadoop.fs.Path(path)
+    for f in files:
+        key = (path, f.path)
+        rows = _ROWS.get(key)
+        if rows is None:
+            child = jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(f.path))
+            full = child if child.isAbsolute() else jvm.org.apache.hadoop.fs.Path(base, child)
+            fs = full.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+            stream = fs.open(full)
+            try:
+                data = bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+            finally:
+                stream.close()
+            table = pq.read_table(pa.BufferReader(data))
+            columns = []
+            for field in table.schema:
+                column = table.column(field.name)
+                if pa.types.is_timestamp(field.type):
+                    column = column.cast(pa.timestamp("us", tz="UTC"))
+                columns.append(column)
+            table = pa.table(columns, names=table.schema.names)
+            parts = dict(f.partition_values)
+            rows = tuple({**r, **parts} for r in table.to_pylist())
+            if len(_ROWS) >= _ROWS_LIMIT:
+                _ROWS.clear()
+            _ROWS[key] = rows
+        out.extend(dict(r) for r in rows)
+    return out
+
+
+def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> None:
+    """VACUUM the table; retention below the table's own window needs the safety check off.
+
+    Runs in a session of its own: the retention check and the listing parallelism (the cluster's
+    cores, not Spark's 10,000 tasks) are set for this VACUUM only.
+    """
+    session = spark.newSession()
+    session.conf.set("spark.sql.sources.parallelPartitionDiscovery.parallelism",
+                     str(max(2, spark.sparkContext.defaultParallelism)))
+    if retention_hours is not None:
+        session.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    DeltaTable.forPath(session, path).vacuum(retention_hours)
+
+
+def _fs(spark: SparkSession, path: str):  # -> (FileSystem, Path) JVM objects
+    jvm = spark.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    return hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), hadoop_path
+
+
+def delete_files(spark: SparkSession, table_path: str, paths: list[str]) -> int:
+    """Delete files that no commit references (table-relative or absolute paths) from storage
+    right away; returns how many existed. For staged data discarded by an abort: nothing can
+    read them, so there is no need to wait for VACUUM."""
+    jvm = spark.sparkContext._jvm
+    base = jvm.org.apache.hadoop.fs.Path(table_path)
+    deleted = 0
+    for p in paths:
+        child = jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(p))
+        full = child if child.isAbsolute() else jvm.org.apache.hadoop.fs.Path(base, child)
+        fs = full.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        deleted += bool(fs.delete(full, False))
+    return deleted
+
+
+def remove_path(spark: SparkSession, path: str) -> bool:
+    """Recursively delete ``path`` from storage (any Hadoop file system)."""
+    fs, p = _fs(spark, path)
+    return bool(fs.delete(p, True)) if fs.exists(p) else False
+
+
+_WRITE_SLICE = 1 << 20
+
+
+def write_file(spark: SparkSession, table_path: str, relative: str, data: memoryview) -> None:
+    """Write ``data`` as a new file at ``relative`` under the table (fails if it exists)."""
+    jvm = spark.sparkContext._jvm
+    full = jvm.org.apache.hadoop.fs.Path(jvm.org.apache.hadoop.fs.Path(table_path), relative)
+    fs = full.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    out = fs.create(full, False)
+    try:  # in slices: each crosses to the JVM as a copy (a big chunk would be copied whole)
+        for start in range(0, len(data), _WRITE_SLICE):
+            out.write(bytearray(data[start:start + _WRITE_SLICE]))
+    finally:
+        out.close()

@@ -7,28 +7,24 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from . import jvm
 from .files import AppVersion, FileEntry, Removal
 
 _KINDS = {FileEntry: "AddFile", Removal: "RemoveFile", AppVersion: "SetTransaction"}
 _ARRAY_CLASSES: dict[tuple[int, str], object] = {}
 
 
-
-def _mapper(gateway):
-    return gateway.org.apache.spark.sql.delta.util.JsonUtils.mapper()
-
-
 def entries(gateway, files) -> list[FileEntry]:
     """The files of a JVM collection of ``AddFile`` (a Scala ``Seq`` or a Java ``List``)."""
-    return [FileEntry.from_log(e) for e in json.loads(_mapper(gateway).writeValueAsString(files))]
+    return [FileEntry.from_log(e) for e in json.loads(jvm.mapper(gateway).writeValueAsString(files))]
 
 
 def _array_class(gateway, name: str):
     key = (id(gateway), name)
     cls = _ARRAY_CLASSES.get(key)
     if cls is None:  # Delta's classes are loaded by Spark's class loader, not the system one
-        loader = gateway.java.lang.Thread.currentThread().getContextClassLoader()
-        cls = gateway.java.lang.Class.forName(f"[Lorg.apache.spark.sql.delta.actions.{name};", True, loader)
+        loader = jvm.java_class(gateway, "java.lang.Thread").currentThread().getContextClassLoader()
+        cls = jvm.java_class(gateway, "java.lang.Class").forName(f"[Lorg.apache.spark.sql.delta.actions.{name};", True, loader)
         _ARRAY_CLASSES[key] = cls
     return cls
 
@@ -36,16 +32,18 @@ def _array_class(gateway, name: str):
 def to_seq(gateway, items: Sequence):
     """A Scala ``Seq`` of JVM actions for plain values (``FileEntry``, ``Removal``,
     ``AppVersion``), in order: one call per run of values of one kind."""
-    out = gateway.java.util.ArrayList()
-    mapper = _mapper(gateway)
+    mapper = jvm.mapper(gateway)
     runs: list[tuple[str, list]] = []
     for item in items:
         kind = _KINDS[type(item)]
         if not runs or runs[-1][0] != kind:
             runs.append((kind, []))
         runs[-1][1].append(item.to_log())
+    if not runs:
+        return jvm.to_seq(gateway, [])
+    wrap = jvm.java_class(gateway, "scala.collection.immutable.ArraySeq").unsafeWrapArray
+    seq = None
     for kind, bodies in runs:
-        array = mapper.readValue(json.dumps(bodies), _array_class(gateway, kind))
-        out.addAll(gateway.scala.jdk.javaapi.CollectionConverters.asJava(
-            gateway.scala.collection.immutable.ArraySeq.unsafeWrapArray(array)))
-    return gateway.org.apache.spark.api.python.PythonUtils.toSeq(out)
+        part = wrap(mapper.readValue(json.dumps(bodies), _array_class(gateway, kind)))
+        seq = part if seq is None else seq.appendedAll(part)
+    return seq

@@ -95,7 +95,7 @@ class ClassicBackend:
         return storage.read(self.spark, path, version)
 
     def read_rows(self, path: str, column: str | None = None, value: str | None = None) -> list[dict] | None:
-        files = log.table_state(self.spark, path).files
+        files = log.listed_files(self.spark, log.snapshot(self.spark, path))
         if files is None:
             return None
         if column is not None:

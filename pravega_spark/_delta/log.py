@@ -13,18 +13,17 @@ from pyspark.sql import functions as F
 
 from . import actions
 from .files import PartitionSummary, TableState, summarize
+from .jvm import delta_log, none
 
 log = logging.getLogger("pravega_spark")
 
 
 def snapshot(spark: SparkSession, path: str, version: int | None = None):  # -> Snapshot JVM object
     """The table's latest snapshot, or the one at ``version`` (for this package only)."""
-    jvm = spark.sparkContext._jvm
-    none = jvm.scala.Option.empty()
-    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    gateway = spark.sparkContext._jvm
     if version is None:
-        return delta_log.update(False, none, none)
-    return delta_log.getSnapshotAt(int(version), none, none, False)
+        return delta_log(spark, path).update(False, none(gateway), none(gateway))
+    return delta_log(spark, path).getSnapshotAt(int(version), none(gateway), none(gateway), False)
 
 
 def listed_files(spark: SparkSession, snap) -> list | None:
@@ -110,9 +109,7 @@ def file_changes(spark: SparkSession, path: str, start: int, end: int) -> list[t
     ``[start, end]``: the file actions as their log JSON (log reads; no Spark job)."""
     if end < start:
         return []
-    jvm = spark.sparkContext._jvm
-    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
-    changes = delta_log.getChanges(int(start), int(end), jvm.scala.Option.empty(), True)
+    changes = delta_log(spark, path).getChanges(int(start), int(end), none(spark.sparkContext._jvm), True)
     out = []
     while changes.hasNext():
         change = changes.next()

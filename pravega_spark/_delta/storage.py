@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ..errors import TableLocationError
 from .files import FileEntry
+from .jvm import hadoop_path, java_class
 
 
 def is_table(spark: SparkSession, path: str) -> bool:
@@ -65,17 +66,17 @@ def read_rows(spark: SparkSession, path: str, files: Sequence[FileEntry]) -> lis
 
     out: list[dict] = []
     jvm = spark.sparkContext._jvm
-    base = jvm.org.apache.hadoop.fs.Path(path)
+    base = hadoop_path(jvm, path)
     for f in files:
         key = (path, f.path)
         rows = _ROWS.get(key)
         if rows is None:
-            child = jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(f.path))
-            full = child if child.isAbsolute() else jvm.org.apache.hadoop.fs.Path(base, child)
+            child = hadoop_path(jvm, java_class(jvm, "java.net.URI")(f.path))
+            full = child if child.isAbsolute() else hadoop_path(jvm, base, child)
             fs = full.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
             stream = fs.open(full)
             try:
-                data = bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+                data = bytes(java_class(jvm, "org.apache.commons.io.IOUtils").toByteArray(stream))
             finally:
                 stream.close()
             table = pq.read_table(pa.BufferReader(data))
@@ -110,9 +111,8 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> Non
 
 
 def _fs(spark: SparkSession, path: str):  # -> (FileSystem, Path) JVM objects
-    jvm = spark.sparkContext._jvm
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    return hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), hadoop_path
+    full = hadoop_path(spark.sparkContext._jvm, path)
+    return full.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), full
 
 
 def delete_files(spark: SparkSession, table_path: str, paths: list[str]) -> int:
@@ -120,11 +120,11 @@ def delete_files(spark: SparkSession, table_path: str, paths: list[str]) -> int:
     right away; returns how many existed. For staged data discarded by an abort: nothing can
     read them, so there is no need to wait for VACUUM."""
     jvm = spark.sparkContext._jvm
-    base = jvm.org.apache.hadoop.fs.Path(table_path)
+    base = hadoop_path(jvm, table_path)
     deleted = 0
     for p in paths:
-        child = jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(p))
-        full = child if child.isAbsolute() else jvm.org.apache.hadoop.fs.Path(base, child)
+        child = hadoop_path(jvm, java_class(jvm, "java.net.URI")(p))
+        full = child if child.isAbsolute() else hadoop_path(jvm, base, child)
         fs = full.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
         deleted += bool(fs.delete(full, False))
     return deleted
@@ -142,7 +142,7 @@ _WRITE_SLICE = 1 << 20
 def write_file(spark: SparkSession, table_path: str, relative: str, data: memoryview) -> None:
     """Write ``data`` as a new file at ``relative`` under the table (fails if it exists)."""
     jvm = spark.sparkContext._jvm
-    full = jvm.org.apache.hadoop.fs.Path(jvm.org.apache.hadoop.fs.Path(table_path), relative)
+    full = hadoop_path(jvm, hadoop_path(jvm, table_path), relative)
     fs = full.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     out = fs.create(full, False)
     try:  # in slices: each crosses to the JVM as a copy (a big chunk would be copied whole)

@@ -22,6 +22,7 @@ from .files import (
     removals,
     summarize,
 )
+from .jvm import delta_log, none, to_seq
 from .log import listed_files, summarize_snapshot
 from .retry import retrying
 
@@ -75,8 +76,7 @@ class DeltaTransaction:
         self.path = path
         jvm = spark.sparkContext._jvm
         self._jvm = jvm
-        log_ = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
-        self._txn = log_.startTransaction()
+        self._txn = delta_log(spark, path).startTransaction()
         self._listed: list[FileEntry] | None | bool = False  # the checksum file's list, once read
 
     def __repr__(self) -> str:
@@ -93,7 +93,7 @@ class DeltaTransaction:
         return int(self._txn.readVersion())
 
     def _seq(self, items: list):
-        return self._jvm.org.apache.spark.api.python.PythonUtils.toSeq(items)
+        return to_seq(self._jvm, items)
 
     def _files_seq(self, files: Sequence[FileEntry]):
         return actions.to_seq(self._jvm, list(files))
@@ -289,7 +289,7 @@ class DeltaTransaction:
         touched = False
         try:
             changes = self._txn.deltaLog().getChanges(after_version + 1, self.read_version,
-                                                      self._jvm.scala.Option.empty(), True)
+                                                      none(self._jvm), True)
             while changes.hasNext():
                 items = changes.next()._2()
                 for i in range(items.size()):
@@ -313,7 +313,7 @@ class DeltaTransaction:
     def read_files(self, files: Sequence[FileEntry]) -> DataFrame:
         """The rows of ``files`` (from ``files_in``) as a DataFrame of the table's schema."""
         jdf = self._txn.deltaLog().createDataFrame(self._txn.snapshot(), self._files_seq(files), False,
-                                                    self._jvm.scala.Option.empty())
+                                                    none(self._jvm))
         return DataFrame(jdf, self.spark)
 
     @staticmethod
@@ -351,7 +351,7 @@ class DeltaTransaction:
             "configuration": dict(properties), "createdTime": int(time.time() * 1000)}}))
         self._txn.updateMetadataForNewTable(metadata)
         operation = getattr(jvm, "org.apache.spark.sql.delta.DeltaOperations$CreateTable")(
-            metadata, False, False, jvm.scala.Option.empty())
+            metadata, False, False, none(jvm))
         return int(self._txn.commit(actions.to_seq(jvm, list(adds)), operation))
 
     def commit(self, adds: Sequence[FileEntry] | None, partition_by: tuple[str, ...] = (),
@@ -361,7 +361,7 @@ class DeltaTransaction:
         (removals, application versions) as one WRITE, or as one DELETE of ``delete_predicate``
         (SQL, recorded in the table's history); returns the new table version."""
         jvm = self._jvm
-        none = jvm.scala.Option.empty()
+        nothing = none(jvm)
         items = [*(adds or []), *(extra or [])]
         if delete_predicate is not None:
             parsed = self.spark._jsparkSession.sessionState().sqlParser().parseExpression(delete_predicate)
@@ -369,5 +369,5 @@ class DeltaTransaction:
         else:
             operation = getattr(jvm, "org.apache.spark.sql.delta.DeltaOperations$Write")(
                 jvm.org.apache.spark.sql.SaveMode.Append,
-                jvm.scala.Option.apply(self._seq(list(partition_by))), none, none, none, none, none, none, none)
+                jvm.scala.Option.apply(self._seq(list(partition_by))), nothing, nothing, nothing, nothing, nothing, nothing, nothing)
         return int(self._txn.commit(actions.to_seq(jvm, items), operation))

@@ -13,7 +13,7 @@ Measured against the alternative that keeps the payloads in the JVM (a running-s
 narrow columns, then Delta's own file writer): 1.3x a raw Delta append against 0.56x
 (docs/ARCHITECTURE.md, "Layout v2"). It needs the tasks to reach the table's storage from Python,
 so it is used for stores on a local or mounted file system (``local_table_dir``); any other store
-is written through Delta's writer (``writer.EventStreamWriter._write_with_spark``).
+is written through Delta's writer (``appender.Appender.write_with_spark``).
 """
 
 from __future__ import annotations

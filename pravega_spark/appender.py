@@ -371,7 +371,7 @@ class Appender:
         return [pending_file(f) for f in files]
 
     def _write_task_files(self, events: DataFrame, segments, table_dir: str) -> list[PendingFile]:
-        """``_write_with_spark`` with the files written by the job's tasks (pyarrow)."""
+        """``write_with_spark`` with the files written by the job's tasks (pyarrow)."""
         write_time = write_time_of(datetime.now(timezone.utc))
         task = functools.partial(write_task_files, table_dir=table_dir, writer_id=self.writer_id,
                                  write_time_us=int(write_time.timestamp() * 1_000_000))
@@ -387,7 +387,7 @@ class Appender:
         return [pending_file(_delta.FileEntry.from_json(add)) for add in adds]
 
     def _write_small(self, txn: _delta.DeltaTransaction, events: list, segments) -> list[PendingFile]:
-        """The same layout as ``_write_with_spark`` for a few events already in this process:
+        """The same layout as ``write_with_spark`` for a few events already in this process:
         routed and framed here, written by ``DeltaTransaction.write_rows`` (no Spark job)."""
         ordered = sorted(segments, key=lambda seg: seg.key_start)
         now = datetime.now(timezone.utc)
@@ -459,7 +459,7 @@ def check_write_number(write_number: int | None) -> int | None:
 
 # At most this many events held in this process's memory (a local relation, or an RDD of local data:
 # ``createDataFrame`` of a list, a pandas or an Arrow table) are routed and framed here and written
-# without a Spark job; anything else is written by one Spark job (``_write_with_spark``).
+# without a Spark job; anything else is written by one Spark job (``write_with_spark``).
 SMALL_WRITE_ROWS = 1000
 IN_MEMORY_LEAVES = ("LocalRelation", "LogicalRDD")
 

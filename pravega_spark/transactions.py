@@ -385,7 +385,7 @@ class Transaction:
         return result
 
     def _staged_files_of(self, manifests: list):
-        """``files_of(txn, segments)`` for ``EventStreamWriter._attempt``: the staged files listed
+        """``files_of(txn, segments)`` for ``Appender.attempt``: the staged files listed
         by ``manifests`` (filled by the commit's guard), in staging order, then this handle's
         buffered files in the order it wrote them. Files routed to a
         segment that is no longer open (a scale sealed it) are read and written again, routed to

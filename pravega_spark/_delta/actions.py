@@ -11,7 +11,6 @@ from . import jvm
 from .files import AppVersion, FileEntry, Removal
 
 _KINDS = {FileEntry: "AddFile", Removal: "RemoveFile", AppVersion: "SetTransaction"}
-_ARRAY_CLASSES: dict[tuple[int, str], object] = {}
 
 
 def entries(gateway, files) -> list[FileEntry]:
@@ -20,13 +19,14 @@ def entries(gateway, files) -> list[FileEntry]:
 
 
 def _array_class(gateway, name: str):
-    key = (id(gateway), name)
-    cls = _ARRAY_CLASSES.get(key)
-    if cls is None:  # Delta's classes are loaded by Spark's class loader, not the system one
+    """The JVM class of an array of Delta's action ``name`` (Delta's classes are loaded by
+    Spark's class loader, not the system one)."""
+    def look_up():
         loader = jvm.java_class(gateway, "java.lang.Thread").currentThread().getContextClassLoader()
-        cls = jvm.java_class(gateway, "java.lang.Class").forName(f"[Lorg.apache.spark.sql.delta.actions.{name};", True, loader)
-        _ARRAY_CLASSES[key] = cls
-    return cls
+        return jvm.java_class(gateway, "java.lang.Class").forName(
+            f"[Lorg.apache.spark.sql.delta.actions.{name};", True, loader)
+
+    return jvm.once(gateway, f"[{name}", look_up)
 
 
 def to_seq(gateway, items: Sequence):

@@ -11,37 +11,34 @@ _CLASSES: dict[tuple[int, str], tuple[object, object]] = {}
 
 def java_class(gateway, name: str):
     """The JVM class (or Scala object) ``name`` of ``gateway`` (a ``JVMView``)."""
+    def look_up():
+        found = gateway
+        for part in name.split("."):
+            found = getattr(found, part)
+        return found
+
+    return once(gateway, name, look_up)
+
+
+def once(gateway, name: str, make):
+    """``make()``'s value, made once per gateway under ``name``."""
     key = (id(gateway), name)
     hit = _CLASSES.get(key)
     if hit is not None and hit[0] is gateway:
         return hit[1]
-    found = gateway
-    for part in name.split("."):
-        found = getattr(found, part)
-    _CLASSES[key] = (gateway, found)
-    return found
+    value = make()
+    _CLASSES[key] = (gateway, value)
+    return value
 
 
 def none(gateway):
     """Scala's ``None``."""
-    key = (id(gateway), "<None>")
-    hit = _CLASSES.get(key)
-    if hit is not None and hit[0] is gateway:
-        return hit[1]
-    value = java_class(gateway, "scala.Option").empty()
-    _CLASSES[key] = (gateway, value)
-    return value
+    return once(gateway, "<None>", lambda: java_class(gateway, "scala.Option").empty())
 
 
 def mapper(gateway):
     """Delta's JSON mapper (the one its log is written with)."""
-    key = (id(gateway), "<mapper>")
-    hit = _CLASSES.get(key)
-    if hit is not None and hit[0] is gateway:
-        return hit[1]
-    value = java_class(gateway, "org.apache.spark.sql.delta.util.JsonUtils").mapper()
-    _CLASSES[key] = (gateway, value)
-    return value
+    return once(gateway, "<mapper>", lambda: java_class(gateway, "org.apache.spark.sql.delta.util.JsonUtils").mapper())
 
 
 def to_seq(gateway, items):

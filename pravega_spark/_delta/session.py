@@ -7,6 +7,8 @@ import os
 
 from pyspark.sql import DataFrame, SparkSession
 
+from .jvm import hadoop_path
+
 # Delta lists a table's application versions (SetTransaction) in each commit's checksum file only
 # up to this many; ``DeltaTransaction.app_version`` reads them from there (no Spark job). Every session
 # that commits to an events table sets it (see ``writer.WRITER_CONF`` and ``StreamManager``).
@@ -35,13 +37,13 @@ def qualify(spark: SparkSession, path: str) -> str:
     ``store/demo`` -> ``file:/home/me/store/demo``; ``dbfs:/``, ``s3a://``, ``abfss://`` paths keep
     their scheme and authority. Delta takes a relative path for a table name, so every table path
     is built on a qualified root."""
-    jvm = spark.sparkContext._jvm
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    if not hadoop_path.isAbsolute() and str(fs.getUri().getScheme()) == "file":
+    gateway = spark.sparkContext._jvm
+    given = hadoop_path(gateway, path)
+    fs = given.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not given.isAbsolute() and str(fs.getUri().getScheme()) == "file":
         # relative to this Python process's working directory (the JVM's may differ after a chdir)
-        hadoop_path = jvm.org.apache.hadoop.fs.Path(os.path.abspath(path))
-    return str(fs.makeQualified(hadoop_path).toString()).rstrip("/")
+        given = hadoop_path(gateway, os.path.abspath(path))
+    return str(fs.makeQualified(given).toString()).rstrip("/")
 
 
 def activate(spark: SparkSession) -> None:

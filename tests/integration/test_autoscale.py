@@ -199,6 +199,7 @@ def _write_at(manager, monkeypatch, at: datetime, keys: list[str], events: int) 
         _delta.set_clock(None)
 
 
+@pytest.mark.slow
 def test_run_autoscale_splits_a_hot_segment_once_and_never_scales_a_fixed_stream(manager, stream2, monkeypatch,
                                                                                   caplog, capsys):
     caplog.set_level(logging.INFO, logger="pravega_spark")
@@ -228,6 +229,7 @@ def test_run_autoscale_splits_a_hot_segment_once_and_never_scales_a_fixed_stream
     assert events == 6000  # nothing lost by the scale
 
 
+@pytest.mark.slow
 def test_a_manual_scale_landing_between_decision_and_scale_wins_alone(manager, stream2, monkeypatch):
     """The interleaving that a concurrent manual scale makes: it lands after the run decided and
     before its scale. The run's scale of the same segment is refused and skipped: one scale."""

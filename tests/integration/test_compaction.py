@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pyspark.sql.functions as F
+import pytest
 
 from pravega_spark.compaction import FileExtent, plan_runs
 from tests.invariants import check_key_order, check_stream_consistent
@@ -24,6 +25,7 @@ def test_runs_are_consecutive_small_files_of_one_segment_up_to_the_target():
     assert [[f.path for f in run] for run in plan_runs(files, target_size=25)] == [["a", "b"], ["d", "e"], ["s1", "s2"]]
 
 
+@pytest.mark.slow
 def test_compaction_keeps_every_offset_and_event(spark, root, manager, stream2):
     writer = manager.create_event_writer("iot", "sensors", writer_id="w")
     cuts = []

@@ -151,6 +151,7 @@ def test_chunks_are_written_once_and_committed_as_one_event(spark, root, manager
     assert _transient_rows(spark, root) == 0
 
 
+@pytest.mark.slow
 def test_order_with_regular_events_on_the_same_key_and_cuts_never_split_it(spark, root, manager, stream2):
     writer = manager.create_event_writer("iot", "sensors", writer_id="w")
     big = large_payload(3 * MIB + 5)

@@ -153,6 +153,7 @@ def test_end_cut_then_end_of_data(manager, stream2):
     assert last.end_of_data and last.events.count() == 0 and last.revision > batch.revision
 
 
+@pytest.mark.slow
 def test_retention_types_subscribe_publish_and_drive_run_retention(manager, stream2):
     manager.create_stream("iot", "c", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2),
                                                              retention_policy=ps.RetentionPolicy.by_size_bytes(0)))

@@ -41,6 +41,7 @@ def test_retention_writers_and_large_events_examples_run(spark, tmp_path, capsys
     assert "AutoscaleOutcome(iot/telemetry: no scale, 0 skipped)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_reader_group_example_runs(spark, tmp_path, capsys):
     """The reader groups section, after the quick start (it uses its names), then the Structured
     Streaming section (it reads the reader groups' stream)."""

@@ -35,6 +35,7 @@ def _batches(manager, name, scope="iot"):
     return sorted({r.event.decode()[:6] for r in manager.read_events(scope, name).select("event").collect()})
 
 
+@pytest.mark.slow
 def test_time_retention_over_scales(spark, manager):
     w = _stream(manager, "t", ps.RetentionPolicy.by_time(timedelta(minutes=60)))
     tails = [_write(spark, w, 0).tail_stream_cut]
@@ -63,6 +64,7 @@ def test_time_retention_over_scales(spark, manager):
     check_key_order(check_stream_consistent(spark, manager, "iot", "t"))
 
 
+@pytest.mark.slow
 def test_size_retention_over_scales(spark, manager):
     w = _stream(manager, "s", ps.RetentionPolicy.by_size_bytes(2 * BATCH))
     _write(spark, w, 0)
@@ -112,6 +114,7 @@ def test_subscriber_api_errors_and_generations(spark, root, manager):
     assert manager.subscribers("iot", "c").count() == 0
 
 
+@pytest.mark.slow
 def test_consumption_based_retention_mixes_epochs(spark, manager):
     """Two subscribers in different epochs plus one that never published: the head moves to
     their lineage-aware lower bound (max unbounded, min 0 keeps nothing back)."""
@@ -137,6 +140,7 @@ def test_consumption_based_retention_mixes_epochs(spark, manager):
     check_stream_consistent(spark, manager, "iot", "c")
 
 
+@pytest.mark.slow
 def test_consumption_based_retention_max_limit(spark, manager):
     """A subscriber that stops consuming holds data back only up to the policy's max."""
     w = _stream(manager, "m", ps.RetentionPolicy.by_size_bytes(0, 2 * BATCH))
@@ -150,6 +154,7 @@ def test_consumption_based_retention_max_limit(spark, manager):
     assert manager.truncation_record("iot", "m").size_till >= BATCH
 
 
+@pytest.mark.slow
 def test_consumption_based_retention_under_a_time_limit(spark, manager):
     """Time policy with subscribers: the lower bound while it is within the max age; a subscriber
     stuck at the start is overruled once data is older than the max (Pravega's maxBound rule)."""

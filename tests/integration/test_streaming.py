@@ -64,6 +64,7 @@ def _run(manager, sink, checkpoint: str, **options):
     return query
 
 
+@pytest.mark.slow
 def test_a_running_query_across_split_merge_transactions_and_large_events(manager, stream2, tmp_path):
     """Exactly once and per-key order while a split and a merge happen under a running query;
     staged transaction data never shows, then appears after commit; a large event arrives whole."""
@@ -113,6 +114,7 @@ def check_commit_rules(events_path: str) -> None:
         assert not (adds and removes) or operation == "DELETE", f"commit {name} ({operation}) mixes adds and removes"
 
 
+@pytest.mark.slow
 def test_rate_limited_runs_keep_key_order_from_a_start_cut_and_from_latest(manager, stream2, tmp_path):
     """A rate limit splits the snapshot (including a transaction whose files were written before
     the appends committed ahead of it, and a large event) into several batches in append order."""
@@ -146,6 +148,7 @@ def test_rate_limited_runs_keep_key_order_from_a_start_cut_and_from_latest(manag
     check_commit_rules(manager.controller.store.events_path(SCOPE, STREAM))
 
 
+@pytest.mark.slow
 def test_group_cut_follows_the_query_and_drives_retention_truncation_and_vacuum(manager, stream2, tmp_path, caplog):
     manager.update_stream(SCOPE, STREAM, ps.StreamConfiguration(
         scaling_policy=ps.ScalingPolicy.fixed(2), retention_policy=ps.RetentionPolicy.by_size_bytes(0)))
@@ -190,6 +193,7 @@ def test_group_cut_follows_the_query_and_drives_retention_truncation_and_vacuum(
     check_commit_rules(manager.controller.store.events_path(SCOPE, STREAM))
 
 
+@pytest.mark.slow
 def test_truncations_under_a_running_query_above_and_below_its_position(manager, stream2, tmp_path, caplog):
     """A running query, held inside its first batch, is overtaken by a truncation: its later
     batches skip what was truncated (counted, warned) and go on from the head. A truncation
@@ -253,6 +257,7 @@ def test_skipped_events_finds_new_events_only_in_commits_the_source_skips():
     assert streaming.consumed_versions(offset(6, 1, False), offset(9, -1, False), 0) == (6, 8)
 
 
+@pytest.mark.slow
 def test_a_batch_that_would_skip_events_stops_the_query_loudly(manager, stream2, tmp_path, caplog):
     """A commit written outside the library (a replaceWhere overwrite: removes and adds in one
     commit) adds events that Delta's source skips: the query stops, says so, and the group's cut

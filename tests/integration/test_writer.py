@@ -145,6 +145,7 @@ def test_place_files_lays_out_task_extents_in_rank_order_after_the_tails():
     assert lengths == {7: 225, 9: 8, 11: 5}
 
 
+@pytest.mark.slow
 def test_small_and_parallel_write_paths_lay_out_the_same_offsets(manager, spark, stream2, monkeypatch):
     """A few in-memory events are routed and framed in this process; more are written by one
     Spark task (a small input of known size) or by several tasks (a global sort), each writing

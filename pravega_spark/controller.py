@@ -17,10 +17,11 @@ from pyspark.sql import functions as F
 
 from . import cut_helper, workflows
 from ._store import Store
+from .cut_algorithms import size_between
 from .names import validate_scope_name, validate_stream_name
 from .segments import SegmentRecord
 from .stream import StreamInfo, StreamRecord
-from .stream_cut import StreamCut, size_between
+from .stream_cut import StreamCut
 from .truncation import TruncationRecord
 
 CutOrName = cut_helper.CutOrName

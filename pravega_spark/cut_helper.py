@@ -13,18 +13,13 @@ from datetime import datetime
 
 from . import reader
 from ._store import Store
+from .cut_algorithms import head_of_stream, stream_cut_equal_or_after, tail_cut, validate_stream_cut
 from .epochs import epoch_at
 from .errors import InvalidStreamCutError
 from .schema import SEALED
 from .segments import SegmentRecord, epoch_members, predecessors
 from .stream import StreamRecord
-from .stream_cut import (
-    StreamCut,
-    head_of_stream,
-    stream_cut_equal_or_after,
-    tail_cut,
-    validate_stream_cut,
-)
+from .stream_cut import StreamCut
 from .truncation import TruncationRecord, initial_truncation_record
 
 CutOrName = StreamCut | str

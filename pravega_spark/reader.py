@@ -13,10 +13,11 @@ from datetime import datetime
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from .cut_algorithms import segments_between, stream_cut_equal_or_after
 from .errors import InvalidStreamCutError, TruncatedDataError
 from .schema import CHUNK_TYPES, READ_COLUMNS, RECORD_CHUNK, RECORD_CHUNK_END, RECORD_EVENT
 from .segments import SegmentRecord
-from .stream_cut import StreamCut, segments_between, stream_cut_equal_or_after
+from .stream_cut import StreamCut
 
 # Above this many segment ranges the filter becomes a broadcast join instead of an OR chain.
 MAX_RANGES_IN_FILTER = 200

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .config import RetentionPolicy, RetentionType
-from .segments import SegmentRecord
-from .stream_cut import (
+from .cut_algorithms import (
     CutComparison,
-    StreamCut,
     compare_stream_cuts,
     size_between,
     stream_cut_equal_or_after,
 )
+from .segments import SegmentRecord
+from .stream_cut import StreamCut
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,12 @@ def creation_epoch(segment_id_: int) -> int:
 
 def segment_name(scoped_stream: str, segment_id_: int) -> str:
     """Pravega's qualified segment name, e.g. ``iot/sensors/3.#epoch.1``."""
-    return f"{scoped_stream}/{segment_number(segment_id_)}.#epoch.{creation_epoch(segment_id_)}"
+    return f"{scoped_stream}/{short_segment_name(segment_id_)}"
+
+
+def short_segment_name(segment_id_: int) -> str:
+    """``3.#epoch.1``: the segment part of Pravega's qualified segment name."""
+    return f"{segment_number(segment_id_)}.#epoch.{creation_epoch(segment_id_)}"
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from . import _delta, reader, subscribers
 from ._store import stream_key
 from .controller import Controller
+from .cut_algorithms import covers
 from .cut_helper import CutOrName
 from .errors import InvalidConfigError, SkippedEventsError, StreamCutBehindError, TruncatedDataError
 from .events_log import emitted_adds, event_span
@@ -54,7 +55,7 @@ from .reader_group_manager import reader_group as open_reader_group
 from .schema import CHUNK_TYPES, RECORD_CHUNK_END, RECORD_EVENT
 from .segments import SegmentRecord, successors_with_predecessors
 from .stream import StreamRecord
-from .stream_cut import StreamCut, covers
+from .stream_cut import StreamCut
 from .truncation import TruncationRecord
 
 log = logging.getLogger("pravega_spark")

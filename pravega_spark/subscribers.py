@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from . import _delta
 from .controller import Controller
+from .cut_algorithms import stream_cut_equal_or_after
 from .errors import (
     GenerationMismatchError,
     InvalidConfigError,
@@ -31,7 +32,7 @@ from .errors import (
     StreamCutBehindError,
     SubscriberNotFoundError,
 )
-from .stream_cut import StreamCut, stream_cut_equal_or_after
+from .stream_cut import StreamCut
 
 log = logging.getLogger("pravega_spark")
 

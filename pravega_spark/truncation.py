@@ -13,15 +13,15 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from .errors import InvalidStreamCutError
-from .segments import SegmentRecord
-from .stream_cut import (
-    StreamCut,
+from .cut_algorithms import (
     head_of_stream,
     segments_between,
     size_between,
     stream_cut_equal_or_after,
 )
+from .errors import InvalidStreamCutError
+from .segments import SegmentRecord
+from .stream_cut import StreamCut
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 
 from . import _delta, reader
 from .controller import Controller
+from .cut_algorithms import stream_cut_equal_or_after, validate_stream_cut
 from .errors import InvalidStreamCutError
 from .schema import (
     CHUNK_TYPES,
@@ -52,7 +53,7 @@ from .schema import (
 )
 from .segments import SegmentRecord
 from .stream import StreamRecord
-from .stream_cut import StreamCut, stream_cut_equal_or_after, validate_stream_cut
+from .stream_cut import StreamCut
 from .transactions import epoch_ms, remove_decided_manifests, staging_partition, transaction_states
 from .watermarks import watermark_paths
 

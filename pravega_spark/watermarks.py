@@ -38,10 +38,11 @@ from pyspark.sql import DataFrame
 from . import _delta
 from ._store import Store
 from .controller import Controller
+from .cut_algorithms import stream_cut_equal_or_after
 from .errors import InvalidWriterMarkError, StreamNotFoundError
 from .schema import CUT_ENTRIES
 from .segments import SegmentRecord, epoch_members
-from .stream_cut import StreamCut, stream_cut_equal_or_after
+from .stream_cut import StreamCut
 
 log = logging.getLogger("pravega_spark")
 

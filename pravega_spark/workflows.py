@@ -19,6 +19,7 @@ from . import _delta, cut_helper
 from ._failpoints import failpoint
 from ._store import Store, utc_now
 from .config import StreamConfiguration
+from .cut_algorithms import stream_cut_equal_or_after
 from .errors import (
     InvalidStreamCutError,
     RetriesExhaustedError,
@@ -35,7 +36,7 @@ from .scaling import EpochTransition, apply_transition, plan_scale, scale_up_to
 from .schema import ACTIVE, CREATING, SCALING, SEALED, SEALING, TRUNCATING, UPDATING
 from .segments import SegmentRecord, active_segments, epoch_members, initial_segments
 from .stream import StreamRecord
-from .stream_cut import StreamCut, stream_cut_equal_or_after
+from .stream_cut import StreamCut
 from .truncation import TruncationRecord, compute_truncation_record, partial_truncations
 
 log = logging.getLogger("pravega_spark")

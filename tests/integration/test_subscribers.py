@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from pravega_spark.cut_algorithms import validate_stream_cut
 from pravega_spark.errors import InvalidStreamCutError
 from pravega_spark.scaling import apply_transition, plan_scale
 from pravega_spark.schema import SEGMENTS_SCHEMA
@@ -17,7 +18,7 @@ from pravega_spark.segments import (
     predecessors,
     successors_with_predecessors,
 )
-from pravega_spark.stream_cut import StreamCut, validate_stream_cut
+from pravega_spark.stream_cut import StreamCut
 from pravega_spark.subscribers import lower_bound_cut, subscribers_lower_bound
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -8,8 +8,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import pravega_spark as ps
+from pravega_spark.cut_algorithms import stream_cut_equal_or_after
 from pravega_spark.segments import SegmentRecord, segment_id
-from pravega_spark.stream_cut import stream_cut_equal_or_after
 from pravega_spark.watermarks import (
     Watermark,
     WriterMark,

@@ -14,18 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pytest
 
-from pravega_spark.errors import InvalidStreamCutError, PravegaSparkError
-from pravega_spark.segments import (
-    SegmentRecord,
-    current_epoch,
-    epoch_members,
-    initial_segments,
-    segment_id,
-    successors_with_predecessors,
-)
-from pravega_spark.stream_cut import (
+from pravega_spark.cut_algorithms import (
     CutComparison,
-    StreamCut,
     compare_stream_cuts,
     cut_span,
     head_of_stream,
@@ -35,6 +25,16 @@ from pravega_spark.stream_cut import (
     tail_cut,
     validate_stream_cut,
 )
+from pravega_spark.errors import InvalidStreamCutError, PravegaSparkError
+from pravega_spark.segments import (
+    SegmentRecord,
+    current_epoch,
+    epoch_members,
+    initial_segments,
+    segment_id,
+    successors_with_predecessors,
+)
+from pravega_spark.stream_cut import StreamCut
 
 STREAM = "iot/sensors"
 

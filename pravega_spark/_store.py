@@ -19,6 +19,7 @@ from pyspark.sql.types import StructType
 from . import _delta
 from ._failpoints import failpoint
 from .errors import ScopeNotFoundError
+from .retention import RetentionRecord
 from .schema import (
     AUTOSCALE_SCHEMA,
     AUTOSCALE_TABLE,
@@ -651,10 +652,8 @@ class Store:
     def retention_set(self, scope: str, stream: str) -> DataFrame:
         return self._read_or_empty(self.retention_set_path(scope, stream), RETENTION_SET_SCHEMA)
 
-    def retention_records(self, scope: str, stream: str) -> list:  # -> list[RetentionRecord]
+    def retention_records(self, scope: str, stream: str) -> list[RetentionRecord]:
         """The stream's retention set, oldest first."""
-        from .retention import RetentionRecord
-
         path = self.retention_set_path(scope, stream)
         if not _delta.exists(self.spark, path):
             return []
@@ -662,7 +661,7 @@ class Store:
         return [RetentionRecord(from_spark_time(r["recording_time"]), int(r["recording_size"]),
                                 StreamCut.from_text(r["stream_cut"])) for r in rows]
 
-    def add_retention_record(self, scope: str, stream: str, record) -> bool:
+    def add_retention_record(self, scope: str, stream: str, record: RetentionRecord) -> bool:
         """Append ``record`` unless the set already has one at least as new (Pravega's
         ``addReferenceToStreamCutIfLatest``); True if this call added it."""
         new = {"recording_time": record.recording_time, "recording_size": int(record.recording_size),

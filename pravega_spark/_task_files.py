@@ -64,7 +64,9 @@ def _stats_time(ts_us: int) -> str:
 def _arrow_schema():
     import pyarrow as pa
 
-    from ._delta import arrow_type
+    # here, not at the top: this module runs in executors' Python workers, where the seam's
+    # other modules (Delta's Python package) need not be installed
+    from ._delta.files import arrow_type
 
     fields = {f.name: f for f in EVENTS_SCHEMA.fields}
     types = {c: arrow_type(fields[c].dataType) for c in DATA_COLUMNS}

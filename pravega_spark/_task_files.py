@@ -25,6 +25,7 @@ import uuid
 from datetime import datetime, timezone
 from urllib.parse import urlparse
 
+from ._delta.files import arrow_type
 from .schema import EVENTS_SCHEMA, HEADER_SIZE, MAX_EVENT_SIZE, RECORD_EVENT, UNPLACED
 
 # The Arrow schema of a data file: the events table's columns that are not partition values.
@@ -63,10 +64,6 @@ def _stats_time(ts_us: int) -> str:
 
 def _arrow_schema():
     import pyarrow as pa
-
-    # here, not at the top: this module runs in executors' Python workers, where the seam's
-    # other modules (Delta's Python package) need not be installed
-    from ._delta.files import arrow_type
 
     fields = {f.name: f for f in EVENTS_SCHEMA.fields}
     types = {c: arrow_type(fields[c].dataType) for c in DATA_COLUMNS}

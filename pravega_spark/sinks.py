@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from . import _delta
@@ -89,6 +89,13 @@ def foreach_batch(fn):
     return run
 
 
+def save(session: SparkSession, writer, path: str) -> None:
+    """``writer.save(path)`` under the table's commit lock when it is on the local file system
+    (``_delta.commit_lock``: processes appending to one table must not lose each other's commits)."""
+    with _delta.commit_lock(_delta.qualify(session, path)):
+        writer.save(path)
+
+
 def idempotent_delta_sink(path: str, app_id: str, **write_options):
     """A ``foreachBatch`` function that appends each micro-batch to the Delta table at ``path``
     exactly once: Delta's idempotent writes (``txnAppId=app_id``, ``txnVersion=batch_id``) skip
@@ -114,7 +121,7 @@ def idempotent_delta_sink(path: str, app_id: str, **write_options):
         writer = (batch.write.format("delta").mode("append").option("txnAppId", app_id)
                   .option("txnVersion", int(batch_id)).options(**write_options))
         try:
-            _delta.retrying(lambda: writer.save(path), f"append batch {batch_id} to {path}")
+            _delta.retrying(lambda: save(batch.sparkSession, writer, path), f"append batch {batch_id} to {path}")
         except Exception as e:  # Spark's error for a data file that is gone
             if "FAILED_READ_FILE" in str(e) or "FileNotFoundException" in str(e):
                 raise TruncatedDataError(

@@ -247,6 +247,9 @@ RACE_CONFIG = dict(scaling_policy=ps.ScalingPolicy.by_event_rate(10, 2, 2),
                    retention_policy=ps.RetentionPolicy.by_time(timedelta(hours=1)))
 
 
+SUBSCRIBERS_PER_PROCESS = 6
+
+
 def race_steps(a, root: str, session):
     """The first-ever operations on an empty store at ``root``, in order: (name, step) pairs.
     A step returns what it printed as its outcome; every process runs the same steps."""
@@ -287,6 +290,11 @@ def race_steps(a, root: str, session):
         m().add_subscriber("race", "s", name, 1)
         return m().update_subscriber_stream_cut("race", "s", name, 1, m().head_stream_cut("race", "s"))
 
+    def subscribers():  # back-to-back compare-and-sets of one small table by every process
+        for i in range(SUBSCRIBERS_PER_PROCESS):
+            m().add_subscriber("race", "s", f"sub-{a.writer}-{i}", 1)
+        return "added"
+
     def sink():  # every process's first append creates the same Delta table
         rows = session.createDataFrame([(a.writer, i) for i in range(10)], "writer string, n int")
         ps.idempotent_delta_sink(os.path.join(root, "sink"), a.writer)(rows, 0)
@@ -296,6 +304,7 @@ def race_steps(a, root: str, session):
             ("scope", lambda: m().create_scope("race")),
             ("stream", lambda: m().create_stream("race", "s", ps.StreamConfiguration(**RACE_CONFIG))),
             ("write", write), ("large", large), ("group", group), ("read", read), ("subscribe", subscribe),
+            ("subscribers", subscribers),
             ("retention", lambda: len(m().run_retention("race", "s"))),
             ("watermarks", lambda: len(m().compute_watermarks("race", "s"))),
             ("autoscale", lambda: len(m().run_autoscale("race", "s"))), ("sink", sink)]

@@ -48,15 +48,24 @@ from .session import (
     session_key,
     wait_for_listeners,
 )
-from .storage import delete_files, is_table, read, read_rows, remove_path, vacuum
+from .storage import (
+    commit_lock,
+    delete_files,
+    is_table,
+    local_dir,
+    read,
+    read_rows,
+    remove_path,
+    vacuum,
+)
 from .transaction import DeltaTransaction, create_table
 
 __all__ = [
     "CONFLICTS", "DEFAULT_RETRY", "SESSION_CONF", "AppVersion", "ClassicBackend", "CommitMetrics",
     "DeltaBackend", "DeltaTransaction", "FileEntry", "PartitionSummary", "Removal", "Retry",
-    "RetryPolicy", "TableState", "activate", "arrow_type", "clock", "commit_times", "configure_session",
+    "RetryPolicy", "TableState", "activate", "arrow_type", "clock", "commit_lock", "commit_times", "configure_session",
     "create_table", "delete_files", "estimated_size", "exists", "file_changes", "in_session",
-    "is_conflict", "is_stopped", "is_table", "observed", "latest", "plan_leaves", "qualify", "read", "read_rows",
+    "is_conflict", "is_stopped", "is_table", "observed", "latest", "local_dir", "plan_leaves", "qualify", "read", "read_rows",
     "recent_changes", "remove_path", "removals", "replace", "retrying", "session_key", "set_clock", "summarize",
     "summarize_table", "table_state", "vacuum", "version", "wait_for_listeners",
 ]

@@ -4,7 +4,11 @@ writing and deleting files, checking a location before a table is created there,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import fcntl
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from urllib.parse import unquote, urlparse
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -100,14 +104,17 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> Non
     """VACUUM the table; retention below the table's own window needs the safety check off.
 
     Runs in a session of its own: the retention check and the listing parallelism (the cluster's
-    cores, not Spark's 10,000 tasks) are set for this VACUUM only.
+    cores, not Spark's 10,000 tasks) are set for this VACUUM only. Delta records a VACUUM as two
+    commits (start and end), so on the local file system it holds the table's commit lock
+    (``commit_lock``) throughout.
     """
     session = spark.newSession()
     session.conf.set("spark.sql.sources.parallelPartitionDiscovery.parallelism",
                      str(max(2, spark.sparkContext.defaultParallelism)))
     if retention_hours is not None:
         session.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-    DeltaTable.forPath(session, path).vacuum(retention_hours)
+    with commit_lock(path):
+        DeltaTable.forPath(session, path).vacuum(retention_hours)
 
 
 def _fs(spark: SparkSession, path: str):  # -> (FileSystem, Path) JVM objects
@@ -150,3 +157,38 @@ def write_file(spark: SparkSession, table_path: str, relative: str, data: memory
             out.write(bytearray(data[start:start + _WRITE_SLICE]))
     finally:
         out.close()
+
+
+COMMIT_LOCK = ".pravega_spark.commit.lock"
+
+
+def local_dir(path: str) -> str | None:
+    """The local directory of a ``file:`` path (None for any other scheme)."""
+    parsed = urlparse(path)
+    return unquote(parsed.path) if parsed.scheme == "file" else None
+
+
+@contextmanager
+def commit_lock(path: str) -> Iterator[None]:
+    """Hold the table's commit lock while committing to a table on the local file system.
+
+    Delta writes a commit ``_delta_log/N.json`` only if absent, but on the local file system its
+    log store checks for the file and then renames onto it, two steps that exclude other
+    committers only inside one JVM: two processes committing the same version at once could both
+    succeed, the later file replacing the earlier (a lost commit, and with it a broken fence). An
+    exclusive ``flock`` on a file in the table's log directory makes the two steps one across the
+    processes of a machine; the kernel releases it if the process dies. Other file systems (the
+    object stores' log stores, HDFS) need no lock here: nothing is done.
+    """
+    local = local_dir(path)
+    if local is None:
+        yield
+        return
+    log_dir = os.path.join(local, "_delta_log")
+    os.makedirs(log_dir, exist_ok=True)
+    fd = os.open(os.path.join(log_dir, COMMIT_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock

@@ -352,7 +352,8 @@ class DeltaTransaction:
         self._txn.updateMetadataForNewTable(metadata)
         operation = getattr(jvm, "org.apache.spark.sql.delta.DeltaOperations$CreateTable")(
             metadata, False, False, none(jvm))
-        return int(self._txn.commit(actions.to_seq(jvm, list(adds)), operation))
+        with storage.commit_lock(self.path):
+            return int(self._txn.commit(actions.to_seq(jvm, list(adds)), operation))
 
     def commit(self, adds: Sequence[FileEntry] | None, partition_by: tuple[str, ...] = (),
                extra: Sequence[Removal | AppVersion | FileEntry] | None = None,
@@ -370,4 +371,6 @@ class DeltaTransaction:
             operation = getattr(jvm, "org.apache.spark.sql.delta.DeltaOperations$Write")(
                 jvm.org.apache.spark.sql.SaveMode.Append,
                 jvm.scala.Option.apply(self._seq(list(partition_by))), nothing, nothing, nothing, nothing, nothing, nothing, nothing)
-        return int(self._txn.commit(actions.to_seq(jvm, items), operation))
+        seq = actions.to_seq(jvm, items)
+        with storage.commit_lock(self.path):
+            return int(self._txn.commit(seq, operation))

@@ -20,7 +20,7 @@ import pytest
 
 import pravega_spark as ps
 from tests.processes import spawn
-from tests.workers import race_steps
+from tests.workers import SUBSCRIBERS_PER_PROCESS, race_steps
 
 PARTIES, ROUNDS, EVENTS_PER_WRITER = 3, 3, 40
 
@@ -81,7 +81,10 @@ def test_processes_racing_through_the_first_operations_on_empty_stores(spark, tm
         assert events.count() == PARTIES * (EVENTS_PER_WRITER + 1)  # each writer's events and its large event
         assert [len(r.event) for r in events.where("routing_key = 'big'").collect()] == [3000] * PARTIES
         assert sorted(manager.writer_marks("race", "s"), key=lambda m: m.writer_id)  # the marks table works
-        assert {r_.subscriber for r_ in manager.subscribers("race", "s").collect()} >= {f"sub-{w}" for w in writers}
+        # no commit lost: every process's compare-and-sets of the subscribers table are all there
+        assert got["subscribers"] == Counter({"added": PARTIES})
+        assert {r_.subscriber for r_ in manager.subscribers("race", "s").collect()} >= (
+            {f"sub-{w}" for w in writers} | {f"sub-{w}-{i}" for w in writers for i in range(SUBSCRIBERS_PER_PROCESS)})
         assert [g.reader_group for g in manager.list_reader_groups("race").collect()] == ["g"]
         sink = spark.read.format("delta").load(str(root / "sink"))
         assert sorted((x.writer, x.n) for x in sink.collect()) == sorted((w, i) for w in writers for i in range(10))

@@ -89,3 +89,26 @@ def test_the_classic_backend_implements_every_operation_of_the_seam_with_its_sig
     for name in operations:
         assert inspect.signature(getattr(_delta.ClassicBackend, name)) == inspect.signature(
             getattr(_delta.DeltaBackend, name)), name
+
+
+def test_the_commit_lock_excludes_other_processes_on_the_local_file_system_only(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    table = f"file:{tmp_path / 'my table'}"
+    assert _delta.local_dir(table) == str(tmp_path / "my table")
+    assert _delta.local_dir("s3a://bucket/t") is None and _delta.local_dir("abfss://c@a.dfs.core.windows.net/t") is None
+    with _delta.commit_lock("s3a://bucket/t"):  # nothing to lock: the object store's log store decides
+        pass
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pravega_spark import _delta\n"
+        f"with _delta.commit_lock({table!r}):\n"
+        "    print('held', flush=True); time.sleep(1.0)\n")], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    started = time.monotonic()
+    with _delta.commit_lock(table):
+        waited = time.monotonic() - started
+    holder.wait(10)
+    assert waited >= 0.5, waited  # the other process held it for a second
+    assert (tmp_path / "my table" / "_delta_log" / ".pravega_spark.commit.lock").exists()

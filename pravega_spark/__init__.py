@@ -53,11 +53,10 @@ from .reader_group_config import ReaderGroupConfig, StreamDataRetention
 from .routing import key_position
 from .schema import MAX_EVENT_SIZE, MAX_LARGE_EVENT_SIZE
 from .segments import SegmentRecord
-from .sinks import foreach_batch, idempotent_delta_sink
 from .stream import StreamInfo
 from .stream_cut import StreamCut
 from .stream_manager import StreamManager
-from .streaming import StreamProgress
+from .streaming import StreamProgress, idempotent_delta_sink
 from .transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
 from .truncation import TruncationRecord
 from .validation import ExpectationResult, StreamValidation
@@ -79,5 +78,5 @@ __all__ = [
     "EventPointer", "LargeEventFailedError", "LargeEventReader", "LargeEventWriter", "NoSuchEventError",
     "TransientCleanup", "ExpectationResult", "StreamValidation", "ReaderGroupConfig", "StreamDataRetention", "MaxNumberOfCheckpointsExceededError",
     "ReaderGroup", "ReaderGroupNotFoundError", "EventStreamReader", "ReadBatch",
-    "StreamProgress", "foreach_batch", "idempotent_delta_sink", "AutoscaleOutcome", "WorkflowPendingError",
+    "StreamProgress", "idempotent_delta_sink", "AutoscaleOutcome", "WorkflowPendingError",
 ]

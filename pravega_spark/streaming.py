@@ -7,14 +7,10 @@ needs on top, as DataFrame transformations:
 - ``readable_events``: only real segments' events and large-event chunks; control records (seal,
   truncate) and staged manifests (open transactions) never show.
 - ``from_start``: the rows at or after the start cut (``"earliest"`` is the head).
-- the head: no event below the stream's head at the time a batch is planned is delivered (a
-  query whose next data was truncated resumes at the head, as Pravega's reader does after
-  ``TruncatedDataException``). With ``head="sink"`` the library's ``foreachBatch`` sinks
-  (``sinks.py``) read the head on the driver at the start of each batch, with no Spark job, and
-  filter the batch with a literal map; the DataFrame carries a guard column that fails any other
-  sink. With ``head="plan"`` (the default, for any sink) ``above_head`` puts a scalar subquery
-  over the stream's catalog row in the plan, which Spark plans and runs again each micro-batch.
-  Either way the rows dropped are counted and logged as a warning.
+- ``above_head``: a scalar subquery over the stream's catalog row, read again each micro-batch,
+  drops events a truncation removed after the query planned them (a query whose next data was
+  truncated resumes at the head, as Pravega's reader does after ``TruncatedDataException``); the
+  rows dropped are counted in an observed metric and logged as a warning by ``StreamListener``.
 - ``assemble_chunks``: a large event's chunks become one event inside the micro-batch holding
   its first chunk (a stateless shuffle of the chunk rows only); chunks that a rate limit left for
   the next batch are read from their files (they were committed together).
@@ -68,8 +64,6 @@ log = logging.getLogger("pravega_spark")
 # never reached, so without a user limit a micro-batch never ends inside a commit.
 UNLIMITED_BYTES = "1048576g"
 OBSERVED = "pravega_spark_read"  # the observed metrics' name prefix
-HEAD_GUARD = "__pravega_spark_head_in_sink_"  # + token: the guard column of a head="sink" DataFrame
-HEAD_MODES = ("plan", "sink")
 _MAX_OFFSET = (1 << 63) - 1
 
 
@@ -162,22 +156,6 @@ def head_map(streams: DataFrame, key: str, plain: bool = True):
     else:
         entries = F.udf(head_offsets, "array<struct<sid:bigint, head:bigint>>")("truncation")
     return row.select(F.map_from_entries(entries)).scalar()
-
-
-def observed(events: DataFrame, *, name: str) -> DataFrame:
-    """``events`` counted in the observed metric ``name`` with no row dropped (``head="sink"``:
-    the sink drops and counts them)."""
-    return events.observe(name, F.count(F.lit(1)).alias("rows"), F.lit(0).cast("long").alias("truncated_rows"))
-
-
-def with_head_guard(events: DataFrame, *, token: str) -> DataFrame:
-    """``events`` plus a guard column that fails the query if a sink evaluates it: the library's
-    sinks drop it before they write (``sinks.apply_head``); any other sink writes it, and stops
-    with an error saying why rather than deliver rows the head was not applied to."""
-    message = ("this read_stream DataFrame was made with head='sink': write it with "
-               "ps.idempotent_delta_sink or ps.foreach_batch (they drop events below the stream's head), "
-               "or make it with head='plan' for any other sink")
-    return events.withColumn(HEAD_GUARD + token, F.raise_error(F.lit(message)).cast("string"))
 
 
 def above_head(events: DataFrame, *, head, name: str) -> DataFrame:
@@ -382,18 +360,9 @@ class _Source:
     first_version: int = 0  # the first events-table commit a new query reads from the log (not its snapshot)
     checked: dict = None  # query run id -> last events-table version the gap check passed
     failure: Exception | None = None
-    head: str = "plan"  # who applies the head: the plan, or the library's sink
-    applied: set = None  # head="sink": the batch ids a library sink applied the head to
 
     def __post_init__(self) -> None:
         self.checked = {}
-        self.applied = set()
-
-    def note_applied(self, batch_id: int) -> None:
-        """A library sink applied the head to micro-batch ``batch_id`` (kept for the last 1,000)."""
-        self.applied.add(int(batch_id))
-        if len(self.applied) > 1000:
-            self.applied.discard(min(self.applied))
 
     @property
     def metric(self) -> str:
@@ -465,32 +434,10 @@ class StreamListener(StreamingQueryListener):
                             "at the head", progress.id, progress.batchId, truncated, name)
             _delta.activate(source.controller.spark)
             end = DeltaOffset.from_json(_field(src, "endOffset"))
-            if not self.check_head_applied(source, progress) or not self.check_gaps(source, progress, src, end):
+            if not self.check_gaps(source, progress, src, end):
                 continue
             if source.group is not None:  # (``stream_progress`` computes positions on demand)
                 publish(source.controller, source.group, name, cut_for_offset(source, end))
-
-    def check_head_applied(self, source: _Source, progress) -> bool:
-        """Stops the query if a ``head="sink"`` batch reached a sink that did not apply the head
-        (a sink other than the library's, with the guard column dropped before it): the guard
-        column stops the others at their first row."""
-        batch = int(_field(progress, "batchId"))
-        if source.head != "sink" or source.failure is not None or batch in source.applied:
-            return source.failure is None
-        source.failure = InvalidConfigError(
-            f"{source.scope}/{source.stream}: micro-batch {batch} of a head='sink' read_stream query was written by a "
-            "sink that did not apply the stream's head (its guard column was dropped before a sink other than "
-            "ps.idempotent_delta_sink or ps.foreach_batch); the query was stopped. Keep every column up to one of "
-            "those sinks, or use head='plan'")
-        self.stop(source, progress)
-        return False
-
-    def stop(self, source: _Source, progress) -> None:
-        """Log ``source.failure`` and stop the query (in another thread: not the listener's)."""
-        log.error("query %s batch %d: %s", progress.id, progress.batchId, source.failure)
-        query = source.controller.spark.streams.get(str(progress.id))
-        if query is not None:
-            threading.Thread(target=query.stop, name="pravega-spark-stop", daemon=True).start()
 
     def check_gaps(self, source: _Source, progress, src, end: DeltaOffset) -> bool:
         """Fails the query loudly if the log commits its batch consumed skipped events
@@ -514,7 +461,10 @@ class StreamListener(StreamingQueryListener):
             + " added events that Delta's streaming source skips (a commit mixing adds and removes, or "
             "dataChange=false adds, written outside pravega-spark); the query stopped before publishing past them. "
             "Read the stream with read_events, or restart the query from a stream cut after those commits.")
-        self.stop(source, progress)
+        log.error("query %s batch %d: %s", progress.id, progress.batchId, source.failure)
+        query = source.controller.spark.streams.get(str(progress.id))
+        if query is not None:
+            threading.Thread(target=query.stop, name="pravega-spark-stop", daemon=True).start()
         return False
 
 
@@ -549,13 +499,10 @@ def publish(controller: Controller, group: str, stream: str, cut: StreamCut) -> 
 # ---- the query -----------------------------------------------------------------------------------
 def read_stream(controller: Controller, scope: str, stream: str, start: CutOrName = "earliest",
                 reader_group: ReaderGroup | str | None = None, max_bytes_per_trigger: int | str | None = None,
-                max_files_per_trigger: int | None = None, head: str = "plan") -> DataFrame:
+                max_files_per_trigger: int | None = None) -> DataFrame:
     """``StreamManager.read_stream``: Delta's streaming source over the events table, readable
-    rows from the start cut, chunks assembled, rows below the head dropped (by a head lookup in
-    the plan, or by the library's sink: ``head``), one observed metric per batch, and the source
-    registered with the session's listener."""
-    if head not in HEAD_MODES:
-        raise InvalidConfigError(f"head must be one of {HEAD_MODES}, got {head!r}")
+    rows from the start cut, chunks assembled, rows below the head dropped (one head lookup and
+    one observed metric per batch), and the source registered with the session's listener."""
     record = controller.settled(scope, stream)
     records = controller.segment_records(scope, stream)
     store = controller.store
@@ -578,50 +525,15 @@ def read_stream(controller: Controller, scope: str, stream: str, start: CutOrNam
     events = raw.transform(readable_events)
     if isinstance(start, StreamCut):  # "earliest" is the head, which ``above_head`` keeps up to date
         events = events.transform(from_start, cut=start_cut, records=records)
-    source = _Source(controller, scope, stream, start_cut, group, path, uuid.uuid4().hex[:12], version + 1, head=head)
-    events = events.transform(assemble_chunks)
-    # after the chunks' branch is joined again: one head lookup (in the plan) and one metric per batch
-    if head == "plan":
-        plain = not record.truncation or '"head"' in record.truncation
-        events = events.transform(above_head, head=head_map(store.streams(), stream_key(scope, stream), plain),
-                                  name=source.metric)
-    else:
-        events = events.transform(observed, name=source.metric)
+    plain = not record.truncation or '"head"' in record.truncation
+    head = head_map(store.streams(), stream_key(scope, stream), plain)
+    # after the chunks' branch is joined again: one head lookup and one metric per batch
+    source = _Source(controller, scope, stream, start_cut, group, path, uuid.uuid4().hex[:12], version + 1)
+    events = events.transform(assemble_chunks).transform(above_head, head=head, name=source.metric)
     StreamListener.install(controller.spark).register(source)
-    log.info("read_stream %s from %s%s%s", record.scoped_name, start if isinstance(start, str) else start_cut,
-             f", publishing for reader group {group}" if group else "", ", head applied by the sink" if head == "sink" else "")
-    events = events.transform(reader.select_read_columns, scope=scope, stream=stream)
-    if head == "sink":
-        _HEAD_IN_SINK[source.token] = source
-        events = events.transform(with_head_guard, token=source.token)
-    return events
-
-
-# read_stream sources whose sink applies the head, by token (the guard column's suffix); a batch's
-# DataFrame belongs to the query's own cloned session, so this registry is the process's, not a
-# session's
-_HEAD_IN_SINK: dict[str, _Source] = {}
-
-
-def head_in_sink_sources(columns: Sequence[str]) -> list[tuple[str, _Source]]:
-    """``(guard column, source)`` of each ``head="sink"`` source whose guard column is among
-    ``columns`` (a micro-batch's)."""
-    out = []
-    for column in columns:
-        if column.startswith(HEAD_GUARD):
-            source = _HEAD_IN_SINK.get(column[len(HEAD_GUARD):])
-            if source is None:
-                raise InvalidConfigError(f"column {column}: a head='sink' read_stream DataFrame of another process "
-                                         "(its source is not registered here)")
-            out.append((column, source))
-    return out
-
-
-def current_head(source: _Source) -> dict[int, int]:
-    """The stream's head now, as ``{segment_id: first readable offset}`` (segments a truncation
-    deleted or is deleting: never readable), from the stream's catalog row: log and checksum
-    reads, no Spark job."""
-    return dict(head_offsets(source.controller.stream_record(source.scope, source.stream).truncation))
+    log.info("read_stream %s from %s%s", record.scoped_name, start if isinstance(start, str) else start_cut,
+             f", publishing for reader group {group}" if group else "")
+    return events.transform(reader.select_read_columns, scope=scope, stream=stream)
 
 
 def streaming_group(controller: Controller, record: StreamRecord, group: ReaderGroup | str | None) -> str | None:
@@ -657,3 +569,48 @@ def stream_progress(controller: Controller, query, timeout_seconds: float = 30.0
         unread = controller.size_between(source.scope, source.stream, cut, "latest")
         return StreamProgress(f"{source.scope}/{source.stream}", _field(progress, "batchId"), cut, unread)
     return None
+
+
+# ---- sinks -------------------------------------------------------------------------------------
+def save(session, writer, path: str) -> None:
+    """``writer.save(path)`` under the table's commit lock when it is on the local file system
+    (``_delta.commit_lock``: processes appending to one table must not lose each other's commits)."""
+    with _delta.commit_lock(_delta.qualify(session, path)):
+        writer.save(path)
+
+
+def idempotent_delta_sink(path: str, app_id: str, **write_options):
+    """A ``foreachBatch`` function that appends each micro-batch to the Delta table at ``path``
+    exactly once: Delta's idempotent writes (``txnAppId=app_id``, ``txnVersion=batch_id``) skip
+    a batch that Spark replays after a failure.
+
+    Use a new ``app_id`` with a new checkpoint location (batch ids start again at 0). A batch
+    whose data files were vacuumed away raises ``TruncatedDataError``. An append that conflicts
+    with another writer of the table (e.g. two writers creating it at once) is retried: the
+    batch's application version makes a repeat a no-op, so several queries or processes may
+    share one sink, each with its own ``app_id``. The function may also be called directly, with
+    any increasing number as ``batch_id`` (``jobs/group_reader.py`` passes batch revisions).
+
+    Example:
+        >>> query = (manager.read_stream("iot", "sensors").writeStream
+        ...          .foreachBatch(ps.idempotent_delta_sink("/lake/sensors_copy", "sensors-copy"))
+        ...          .option("checkpointLocation", "/lake/_checkpoints/sensors-copy").start())
+    """
+    if not isinstance(app_id, str) or not app_id:
+        raise InvalidConfigError(f"app_id must be a non-empty string, got {app_id!r}")
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        writer = (batch.write.format("delta").mode("append").option("txnAppId", app_id)
+                  .option("txnVersion", int(batch_id)).options(**write_options))
+        try:
+            _delta.retrying(lambda: save(batch.sparkSession, writer, path), f"append batch {batch_id} to {path}")
+        except Exception as e:  # Spark's error for a data file that is gone
+            if "FAILED_READ_FILE" in str(e) or "FileNotFoundException" in str(e):
+                raise TruncatedDataError(
+                    f"micro-batch {batch_id} reads data files that are gone (truncated or compacted, then "
+                    "vacuumed): restart the query with a new checkpoint location from the stream's head "
+                    "(start='earliest') or a stream cut, and a new app_id") from e
+            raise
+        log.info("batch %d written to %s (txnAppId %s)", batch_id, path, app_id)
+
+    return write

@@ -104,12 +104,3 @@ def in_session(df: DataFrame, session: SparkSession) -> DataFrame:
         session._jsparkSession, df._jdf.queryExecution().analyzed())
     return ClassicDataFrame(jdf, session)
 
-
-
-def observed(observation) -> dict | None:
-    """An ``Observation``'s metrics if the action it observes has run, else None (never waits:
-    ``Observation.get`` blocks until an action runs)."""
-    handle = getattr(observation, "_jo", None)
-    if handle is None or not handle.future().isCompleted():
-        return None
-    return observation.get

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import threading
 from collections import defaultdict
@@ -195,12 +194,10 @@ def test_group_cut_follows_the_query_and_drives_retention_truncation_and_vacuum(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("head", ["plan", "sink"])
-def test_truncations_under_a_running_query_above_and_below_its_position(manager, stream2, tmp_path, caplog, head):
+def test_truncations_under_a_running_query_above_and_below_its_position(manager, stream2, tmp_path, caplog):
     """A running query, held inside its first batch, is overtaken by a truncation: its later
-    batches skip exactly what was truncated (counted, warned) and go on from the head. A
-    truncation below its position later changes nothing for it. ``head="sink"``: the library's
-    ``foreach_batch`` applies the head, with no lookup in the plan."""
+    batches skip what was truncated (counted, warned) and go on from the head. A truncation
+    below its position later changes nothing for it."""
     first, release = threading.Event(), threading.Event()
     sink = Batches()
 
@@ -213,10 +210,7 @@ def test_truncations_under_a_running_query_above_and_below_its_position(manager,
     a = []
     for i in range(4):  # four commits of two files: the limit makes batch 0 the first commit
         a += _write(manager, 20 * i, 20)
-    events = manager.read_stream(SCOPE, STREAM, max_files_per_trigger=2, head=head)
-    if head == "sink":
-        assert "ScalarSubquery" not in events._jdf.queryExecution().analyzed().toString()
-    query = (events.writeStream.foreachBatch(held if head == "plan" else ps.foreach_batch(held))
+    query = (manager.read_stream(SCOPE, STREAM, max_files_per_trigger=2).writeStream.foreachBatch(held)
              .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="200 milliseconds").start())
     try:
         assert first.wait(120)
@@ -226,14 +220,10 @@ def test_truncations_under_a_running_query_above_and_below_its_position(manager,
         c = _write(manager, 80, 20)
         release.set()
         eventually(lambda: sorted(sink.events()) == sorted(delivered + c), timeout=120)
-        if head == "plan":
-            eventually(lambda: sum(m["truncated_rows"] or 0 for p in query.recentProgress for n, m in
-                                   p.observedMetrics.items() if n.startswith(streaming.OBSERVED)) == len(a) - len(delivered),
-                       timeout=30)
-            eventually(lambda: "events of iot/sensors were truncated before it read them" in caplog.text, timeout=30)
-        else:
-            dropped = [int(m) for m in re.findall(r"micro-batch \d+: (\d+) events were truncated", caplog.text)]
-            assert sum(dropped) == len(a) - len(delivered)
+        eventually(lambda: sum(m["truncated_rows"] or 0 for p in query.recentProgress for n, m in
+                               p.observedMetrics.items() if n.startswith(streaming.OBSERVED)) == len(a) - len(delivered),
+                   timeout=30)
+        eventually(lambda: "events of iot/sensors were truncated before it read them" in caplog.text, timeout=30)
         manager.truncate_stream(SCOPE, STREAM, manager.tail_stream_cut(SCOPE, STREAM))  # below it now
         d = _write(manager, 100, 20)
         eventually(lambda: sorted(sink.events()) == sorted(delivered + c + d), timeout=120)
@@ -242,34 +232,6 @@ def test_truncations_under_a_running_query_above_and_below_its_position(manager,
         release.set()
         query.stop()
     sink.check_key_order()
-
-
-def test_a_head_in_sink_dataframe_stops_under_any_other_sink(manager, stream2, tmp_path):
-    """A ``head="sink"`` DataFrame under a memory or console sink fails at its first row with an
-    error that says why; one whose guard column was dropped before a plain ``foreachBatch`` is
-    stopped after its first batch (``stream_progress`` raises). Under the library's sinks it
-    delivers every event."""
-    a = _write(manager, 0, 16)
-    for fmt in ("memory", "console"):
-        query = (manager.read_stream(SCOPE, STREAM, head="sink").writeStream.format(fmt).queryName(f"q_{fmt}")
-                 .option("checkpointLocation", str(tmp_path / fmt)).trigger(availableNow=True).start())
-        with pytest.raises(Exception, match="was made with head='sink'"):
-            query.awaitTermination(120)
-    sink = Batches()
-    query = (manager.read_stream(SCOPE, STREAM, head="sink").select("routing_key", "event", "segment_id", "offset")
-             .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "plain"))
-             .trigger(processingTime="200 milliseconds").start())
-    try:
-        eventually(lambda: not query.isActive, timeout=120)
-        with pytest.raises(ps.InvalidConfigError, match="did not apply the stream's head"):
-            manager.stream_progress(query)
-    finally:
-        query.stop()
-    path = str(tmp_path / "copy")
-    _run(manager, ps.idempotent_delta_sink(path, "copy"), str(tmp_path / "lib"), head="sink")
-    copied = manager.spark.read.format("delta").load(path)
-    assert sorted(bytes(r.event) for r in copied.collect()) == sorted(a)
-    assert not [c for c in copied.columns if c.startswith(streaming.HEAD_GUARD)]
 
 
 def _file(segment: int, base: int, end: int, data_change: bool = True) -> dict:
@@ -336,10 +298,6 @@ def test_bad_read_stream_arguments_are_refused(manager, stream2):
         manager.read_stream(SCOPE, STREAM, max_bytes_per_trigger=0)
     with pytest.raises(ps.InvalidConfigError):
         manager.read_stream(SCOPE, STREAM, max_files_per_trigger=-1)
-    with pytest.raises(ps.InvalidConfigError, match="head must be one of"):
-        manager.read_stream(SCOPE, STREAM, head="query")
-    with pytest.raises(ps.InvalidConfigError, match="takes a function"):
-        ps.foreach_batch("not a function")
     manager.create_reader_group(SCOPE, "none", ps.ReaderGroupConfig({f"{SCOPE}/{STREAM}": "earliest"}))
     with pytest.raises(ps.InvalidConfigError, match="NONE"):
         manager.read_stream(SCOPE, STREAM, reader_group="none")

@@ -98,8 +98,8 @@ def main(argv=None) -> int:
         print(f"{r['member']}: {r['commits_per_s']:.2f} commits/s, median {r['median_ms']:.0f} ms, "
               f"worst {r['max_ms']:.0f} ms, {r['conflicts']} attempts lost to conflicts")
     log_dir = Path(a.root) / "members" / "_delta_log"
-    versions = sorted(int(f.stem) for f in log_dir.glob("*.json"))
-    crcs = {int(f.stem) for f in log_dir.glob("*.crc")}
+    versions = sorted(int(f.stem) for f in log_dir.glob("[0-9]*.json"))
+    crcs = {int(f.stem) for f in log_dir.glob("[0-9]*.crc")}
     missing = [v for v in versions if v not in crcs]
     state = _delta.table_state(spark, f"{root}/members")
     print(f"table: {len(versions)} versions, {len(missing)} without a checksum file "

@@ -257,15 +257,9 @@ class Store:
             keep = [(r["scope"], r["creation_time"]) for r in rows if r["scope"] != scope]
             if len(keep) == len(rows):
                 return
-            self._replace(txn, files, keep, SCOPES_SCHEMA)
+            _delta.replace(txn, files, keep, SCOPES_SCHEMA)
 
         _delta.retrying(attempt, f"delete scope {scope}")
-
-    @staticmethod
-    def _replace(txn: _delta.DeltaTransaction, files: list, rows: list, schema: StructType,
-                 partition_by: tuple[str, ...] = ()) -> int:
-        """Commit ``rows`` (one new file) in place of ``files``; returns the version."""
-        return _delta.replace(txn, files, rows, schema, partition_by)
 
     # ---- streams -----------------------------------------------------------------------------
     def streams(self) -> DataFrame:
@@ -305,7 +299,7 @@ class Store:
             raise ScopeNotFoundError(f"scope {record.scope} does not exist (deleted)")
         if found is not None:
             return False
-        self._replace(txn, files, [self._stream_row(record)], STREAMS_SCHEMA, (STREAM_KEY,))
+        _delta.replace(txn, files, [self._stream_row(record)], STREAMS_SCHEMA, (STREAM_KEY,))
         return True
 
     def mark_scope_deleted(self, scope: str, scope_created: datetime) -> bool:
@@ -326,7 +320,7 @@ class Store:
         now = utc_now()
         mark = (key, scope, SCOPE_MARK, SCOPE_DELETED, "{}", [], 0, None, None, scope_created, now, 0, None)
         mine = [f for f in files if f.partition(STREAM_KEY) == key]
-        self._replace(txn, mine, [mark], STREAMS_SCHEMA, (STREAM_KEY,))
+        _delta.replace(txn, mine, [mark], STREAMS_SCHEMA, (STREAM_KEY,))
         return True
 
     def compare_and_set_stream(self, expected: StreamRecord, new: StreamRecord) -> bool:
@@ -337,13 +331,13 @@ class Store:
         txn, files, found = self._stream_partition(expected.scope, expected.stream)
         if found is None or found.row_version != expected.row_version:
             return False
-        self._replace(txn, files, [self._stream_row(new)], STREAMS_SCHEMA, (STREAM_KEY,))
+        _delta.replace(txn, files, [self._stream_row(new)], STREAMS_SCHEMA, (STREAM_KEY,))
         return True
 
     def delete_stream_row(self, scope: str, stream: str) -> None:
         txn, files, found = self._stream_partition(scope, stream)
         if found is not None:
-            self._replace(txn, files, [], STREAMS_SCHEMA, (STREAM_KEY,))
+            _delta.replace(txn, files, [], STREAMS_SCHEMA, (STREAM_KEY,))
 
     # ---- reader groups -----------------------------------------------------------------------
     def reader_groups(self) -> DataFrame:
@@ -421,7 +415,7 @@ class Store:
                 merged[sid] = rows[sid][:6] + row[6:] if sid in rows else row
             if merged == rows:
                 return
-            self._replace(txn, files, [merged[sid] for sid in sorted(merged)], SEGMENTS_SCHEMA)
+            _delta.replace(txn, files, [merged[sid] for sid in sorted(merged)], SEGMENTS_SCHEMA)
 
         _delta.retrying(attempt, f"update segments of {scope}/{stream}")
 

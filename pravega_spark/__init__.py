@@ -29,6 +29,7 @@ from .errors import (
     PingFailedError,
     PravegaSparkError,
     ReaderGroupNotFoundError,
+    ReaderNotInReaderGroupError,
     RetriesExhaustedError,
     ScaleConflictError,
     ScalePreconditionError,
@@ -49,6 +50,7 @@ from .errors import (
 )
 from .large_events import EventPointer, LargeEventReader, LargeEventWriter, TransientCleanup
 from .reader_group import EventStreamReader, ReadBatch, ReaderGroup
+from .reader_group_sink import ReaderGroupSink
 from .reader_group_config import ReaderGroupConfig, StreamDataRetention
 from .routing import key_position
 from .schema import MAX_EVENT_SIZE, MAX_LARGE_EVENT_SIZE
@@ -77,6 +79,6 @@ __all__ = [
     "TxnNotFoundError", "TxnStatus", "Watermark", "WriterMark",
     "EventPointer", "LargeEventFailedError", "LargeEventReader", "LargeEventWriter", "NoSuchEventError",
     "TransientCleanup", "ExpectationResult", "StreamValidation", "ReaderGroupConfig", "StreamDataRetention", "MaxNumberOfCheckpointsExceededError",
-    "ReaderGroup", "ReaderGroupNotFoundError", "EventStreamReader", "ReadBatch",
+    "ReaderGroup", "ReaderGroupNotFoundError", "ReaderNotInReaderGroupError", "ReaderGroupSink", "EventStreamReader", "ReadBatch",
     "StreamProgress", "idempotent_delta_sink", "AutoscaleOutcome", "WorkflowPendingError",
 ]

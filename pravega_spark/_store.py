@@ -30,7 +30,10 @@ from .schema import (
     EVENTS_SCHEMA,
     EVENTS_STATS_COLUMNS,
     EVENTS_TABLE,
+    MEMBER_KEY,
     READER_GROUP_KEY,
+    READER_GROUP_MEMBERS_SCHEMA,
+    READER_GROUP_MEMBERS_TABLE,
     READER_GROUPS_SCHEMA,
     READER_GROUPS_TABLE,
     RECORD_EVENT,
@@ -94,6 +97,11 @@ def stream_key(scope: str, stream: str) -> str:
 def group_key(scope: str, group: str) -> str:
     """The reader groups table's partition value of a group (the same hash of its scoped name)."""
     return stream_key(scope, group)
+
+
+def member_key(scope: str, group: str, reader: str) -> str:
+    """The members table's partition value of a group's reader (a hash of the three names)."""
+    return stream_key(scope, f"{group}/{reader}")
 
 
 # Seals compete with every appender of the stream: give them more attempts than a single append.
@@ -171,6 +179,10 @@ class Store:
     @property
     def reader_groups_path(self) -> str:
         return f"{self.root}/{SYSTEM_DIR}/{READER_GROUPS_TABLE}"
+
+    @property
+    def members_path(self) -> str:
+        return f"{self.root}/{SYSTEM_DIR}/{READER_GROUP_MEMBERS_TABLE}"
 
     def stream_dir(self, scope: str, stream: str) -> str:
         return f"{self.root}/{scope}/{stream}"
@@ -365,6 +377,30 @@ class Store:
 
         return self.rewrite_rows(self.reader_groups_path, READER_GROUPS_SCHEMA, change_rows, what,
                                  partition=(READER_GROUP_KEY, group_key(scope, group)))
+
+    def member_rows(self, scope: str, group: str) -> list[dict]:
+        """The group's member rows (``READER_GROUP_MEMBERS_SCHEMA`` as dicts; no Spark job while
+        the table is small); [] before any reader refreshed."""
+        if not _delta.exists(self.spark, self.members_path):
+            return []
+        return [r for r in self.table_rows(self.members_path) if r["scope"] == scope and r["reader_group"] == group]
+
+    def update_member(self, scope: str, group: str, reader: str, change, what: str) -> bool:
+        """One commit replacing the reader's member row with ``change(row or None)`` (a row dict,
+        or None: no change). The commit reads only the reader's own partition, so it never
+        conflicts with another reader's refresh or with the group's row."""
+        key = member_key(scope, group, reader)
+
+        def change_rows(rows: list[dict]):
+            mine = [r for r in rows if r["scope"] == scope and r["reader_group"] == group and r["reader"] == reader]
+            others = [r for r in rows if r not in mine]
+            new = change(mine[0] if mine else None)
+            if new is None:
+                return None
+            return self.as_tuples([*others, {**new, MEMBER_KEY: key}], READER_GROUP_MEMBERS_SCHEMA)
+
+        return self.rewrite_rows(self.members_path, READER_GROUP_MEMBERS_SCHEMA, change_rows, what,
+                                 partition=(MEMBER_KEY, key))
 
     # ---- per-stream tables -------------------------------------------------------------------
     def create_stream_tables(self, scope: str, stream: str, initial: Sequence[SegmentRecord]) -> None:

@@ -40,6 +40,12 @@ class IllegalStateError(PravegaSparkError):
     """The stream's state does not allow the operation (Pravega: OPERATION_NOT_ALLOWED)."""
 
 
+class ReaderNotInReaderGroupError(IllegalStateError):
+    """The reader is not online in its group (it closed, or was taken offline: a reader silent
+    past the group's limit, or a zombie whose segments now belong to others); Pravega's
+    ``ReaderNotInReaderGroupException``. Join again with a new reader."""
+
+
 class StreamSealedError(IllegalStateError):
     """The stream (or the segment written to) is sealed."""
 

@@ -1,30 +1,38 @@
 """Reader groups: Pravega's ``ReaderGroup`` and ``EventStreamReader`` over a state kept in Delta.
 
-A group is one row of the store's ``reader_groups`` table: its configuration, generation and
-:class:`~pravega_spark.reader_group_state.ReaderGroupState` (JSON). Every change (a reader
-joining, a ``read_next``, a reader going offline, a checkpoint) is one commit that reads the
-group's partition and replaces the row (``Store.update_reader_group``): two processes changing
-the group at once conflict in Delta, and the loser applies its change again to the winner's
-state, as Pravega's state synchronizer does. So any number of reader processes, on any machines,
-share a group through the store.
+A group is one row of the store's ``reader_groups`` table (the coordinator): its configuration,
+generation and :class:`~pravega_spark.reader_group_state.ReaderGroupState` (JSON). Ownership
+changes (a reader joining or leaving, acquiring, releasing or completing segments, answering a
+checkpoint) are one commit each that reads the group's partition and replaces the row
+(``Store.update_reader_group``): two processes changing the group at once conflict in Delta, and
+the loser applies its small change again to the winner's state, as Pravega's state synchronizer
+does. So any number of reader processes, on any machines, share a group through the store.
 
-A ``read_next`` is one such commit: the reader releases a segment or acquires unassigned ones
-(Pravega's counts), then takes each of its segments from its position up to the segment's tail
-(read from the events table's log at a pinned version) or the group's end offset, and records
-those ends as its position. A segment it had already read to its sealed end or end offset is
-completed then, one call later, as Pravega's reader completes a segment on the read after its
-last event: the caller has processed the batch holding the segment's last events before the
-segment leaves its hands, so a reader that dies with a batch in hand loses nothing (its segments
-go back at its recorded offsets). A successor becomes readable (at offset 0) only once all its
-predecessors are completed. The batch is the events of those ranges, read at the pinned
-versions: an ordinary DataFrame, tagged with the group state's ``revision``: ordering every
-reader's batches by revision puts each routing key's events in append order.
+Positions live in the readers (Pravega's write rule). A ``read_next`` that changes no ownership
+commits nothing: it reads the group's row and the events table's log (no Spark job), takes each
+of its segments from its live position up to the segment's tail (at a pinned events version) or
+the group's end offset, and returns those events. Every ``position_refresh_interval`` a reader
+records its processed positions (where it was when called: the previous batch is processed) and
+its liveness in its own row of the ``reader_group_members`` table, a partition of its own: readers'
+refreshes never conflict. A reader silent past ``reader_silence_limit`` is taken offline by the
+next reader that refreshes; its segments go back at its recorded offsets, or, when the group has
+an exactly-once sink (``ReaderGroup.delta_sink``, ``reader_group_sink``), at the offsets the sink
+holds, after fencing them there.
+
+A segment read to its sealed end or end offset is completed one call later, as Pravega's reader
+completes a segment on the read after its last event: the caller has processed the batch holding
+the segment's last events before the segment leaves its hands. A successor becomes readable (at
+offset 0) only once all its predecessors are completed. A batch is tagged with the group state's
+``revision``: ordering every reader's batches by revision puts each routing key's events in
+append order (a completion, which makes successors readable, raises the revision).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -34,9 +42,10 @@ from pyspark.sql import DataFrame
 from . import _delta, reader, subscribers
 from ._store import utc_now
 from .controller import Controller
-from .errors import IllegalStateError, InvalidConfigError, ReaderGroupNotFoundError
+from .errors import IllegalStateError, InvalidConfigError, ReaderGroupNotFoundError, ReaderNotInReaderGroupError
 from .large_events import assemble_large_events
 from .reader_group_config import ReaderGroupConfig, StreamDataRetention
+from .reader_group_sink import ReaderGroupSink
 from .reader_group_state import ReaderGroupState, SegmentRef
 from .segments import predecessors, successors_with_predecessors
 from .stream_cut import StreamCut
@@ -44,9 +53,6 @@ from .stream_cut import StreamCut
 log = logging.getLogger("pravega_spark")
 
 Position = Mapping  # {segment_id: offset} for a one-stream group, else {(scoped stream, segment_id): offset}
-
-
-SEEN_REFRESH = timedelta(seconds=10)  # how stale a reader's last-seen time may get before a read records it
 
 
 def now_ms() -> int:
@@ -79,10 +85,36 @@ class ReadBatch:
     end_of_data: bool = False
     revision: int = 0
     ranges: dict = field(default_factory=dict, repr=False)  # {(stream, segment_id): (start, end)}
+    owners: dict = field(default_factory=dict, repr=False)  # {(stream, segment_id): owner token}
 
     def __repr__(self) -> str:
         return (f"ReadBatch(revision={self.revision}, segments={len(self.ranges)}, checkpoint={self.checkpoint!r}, "
                 f"end_of_data={self.end_of_data}, position={dict(self.position)!r})")
+
+
+class _OwnershipMoved(Exception):
+    """A reader being taken offline acquired or released segments after its segments were read."""
+
+
+@dataclass
+class _Survey:
+    """What a ``read_next`` found before committing: events versions and tails of the owned
+    segments, the segments it completes (-> their successors) and the ones truncated away."""
+
+    versions: dict = field(default_factory=dict)
+    tails: dict = field(default_factory=dict)
+    completions: dict = field(default_factory=dict)
+    truncated: set = field(default_factory=set)
+
+
+def _owner_change(before: ReaderGroupState, after: ReaderGroupState) -> bool:
+    """Whether a transition changes more than the reader's liveness and recorded positions
+    (those alone wait for the refresh interval: Pravega's write rule)."""
+    return replace(after, last_seen=before.last_seen, positions=before.positions) != before
+
+
+def _offsets_json(positions: Mapping[SegmentRef, int]) -> str:
+    return json.dumps({str(ref): int(off) for ref, off in sorted(positions.items())})
 
 
 def _position(state_positions: Mapping[SegmentRef, int], single: bool) -> dict:
@@ -140,11 +172,37 @@ class ReaderGroup:
         Raises:
             IllegalStateError: a reader with that id is online in the group.
         """
-        if not isinstance(reader_id, str) or not reader_id:
-            raise InvalidConfigError(f"a reader id is a non-empty str, got {reader_id!r}")
-        self._update(lambda state: state.add_reader(reader_id, self._clock()), f"add reader {reader_id}")
-        log.info("%r: reader %s joined", self, reader_id)
-        return EventStreamReader(self, reader_id)
+        return self.create_readers([reader_id])[0]
+
+    def create_readers(self, reader_ids: list[str]) -> list[EventStreamReader]:
+        """Readers joining the group online, with fair shares of the unassigned segments, in one
+        commit (Flink's enumerator assigns splits eagerly the same way): their first
+        ``read_next`` reads without acquiring.
+
+        Raises:
+            IllegalStateError: one of the ids is online in the group (nothing is changed).
+            InvalidConfigError: an id is not a non-empty str, or an id is listed twice.
+        """
+        ids = list(reader_ids) if not isinstance(reader_ids, str) else [reader_ids]
+        if not ids or any(not isinstance(r, str) or not r for r in ids) or len(set(ids)) != len(ids):
+            raise InvalidConfigError(f"reader ids are distinct non-empty strs, got {reader_ids!r}")
+        incarnations = {r: uuid.uuid4().hex[:16] for r in ids}
+        now = self._clock()
+
+        def transition(state: ReaderGroupState) -> ReaderGroupState:
+            for r in ids:
+                state = state.add_reader(r, now, incarnations[r])
+            if len(ids) > 1:
+                for r in ids:
+                    state = state.acquire(r)[0]
+            return state
+
+        state = self._update(transition, f"add readers {ids}")
+        readers = [EventStreamReader(self, r, incarnations[r], now) for r in ids]
+        for reader in readers:
+            reader._sync(state)
+        log.info("%r: readers %s joined", self, ids)
+        return readers
 
     def online_readers(self) -> list[str]:
         """The ids of the readers online in the group."""
@@ -152,44 +210,113 @@ class ReaderGroup:
 
     def reader_offline(self, reader_id: str, last_position: Position | None = None) -> None:
         """Take a reader offline (Pravega's ``readerOffline``): its segments go back to
-        unassigned at ``last_position``, or, when None, at the offsets last recorded for it (its
-        acquisition or last checkpoint: events after them may be read again, at-least-once)."""
+        unassigned at ``last_position``, or, when None, at the offsets last recorded for it: the
+        later of its acquisition, last checkpoint or last position refresh and, when the group has
+        a sink (``delta_sink``), the offsets the sink holds (exactly-once; without a sink, events
+        after the refresh are read again: at-least-once). With a sink, the reader's segments are
+        fenced there first: if it is still running, it can no longer write them."""
         refs = _refs(last_position, self.config.scoped_streams)
-        self._update(lambda state: state.remove_reader(reader_id, refs), f"reader {reader_id} offline")
+        self._offline([reader_id], None if refs is None else {reader_id: refs}, fence=True,
+                      what=f"reader {reader_id} offline")
         log.info("%r: reader %s offline at %s", self, reader_id, "its recorded offsets" if refs is None else refs)
 
     def offline_silent_readers(self, silence: timedelta, now: datetime | None = None) -> list[str]:
-        """Take offline every reader that has not joined or called ``read_next`` for ``silence``
-        (a crashed process, a notebook left idle): its segments go back to unassigned at the
-        offsets recorded for it (at-least-once), so the other readers take them over. As in
-        Pravega, a reader that stops calling stays online until someone does this; the
-        ``jobs/reader_groups.py`` job does it for every group on a schedule.
+        """Take offline every reader that has not joined, committed or refreshed for
+        ``silence`` (a crashed process, a notebook left idle): its segments go back to unassigned
+        at the offsets recorded for it (see ``reader_offline``), so the other readers take them
+        over. Readers do this themselves when they refresh, with the group's
+        ``reader_silence_limit``; the ``jobs/reader_groups.py`` job does it for every group.
 
         Args:
-            silence: how long a reader may stay silent (at least a few of its batch times).
+            silence: how long a reader may stay silent (at least twice the refresh interval).
             now: the time to measure from (default: now).
 
         Returns:
-            The ids of the readers taken offline (in one commit).
+            The ids of the readers taken offline.
         """
-        if not isinstance(silence, timedelta) or silence < 2 * SEEN_REFRESH:
-            raise InvalidConfigError(f"silence must be a timedelta of at least {2 * SEEN_REFRESH} (a reader's "
-                                     f"calls are recorded every {SEEN_REFRESH} at most), got {silence!r}")
+        refresh = self.config.position_refresh_interval
+        if not isinstance(silence, timedelta) or silence < 2 * refresh:
+            raise InvalidConfigError(f"silence must be a timedelta of at least {2 * refresh} (a reader's "
+                                     f"positions are refreshed every {refresh} at most), got {silence!r}")
         at = self._clock() if now is None else int(now.timestamp() * 1000)
-        gone: list[str] = []
+        return self._offline_silent(at, _ms(silence))
 
-        def transition(state: ReaderGroupState) -> ReaderGroupState:
-            gone[:] = state.silent_readers(at, _ms(silence))
-            for reader_id in gone:
-                state = state.remove_reader(reader_id)
-            return state
-
-        if self._state().silent_readers(at, _ms(silence)):  # no commit when every reader is live
-            self._update(transition, "offline silent readers")
+    def _offline_silent(self, at: int, silence_ms: int, exclude: str | None = None) -> list[str]:
+        state = self._state()
+        members = self._members(state)
+        silent = [r for r in state.online_readers if r != exclude
+                  and at - max(state.last_seen.get(r, 0), members.get(r, ({}, 0))[1]) >= silence_ms]
+        if not silent:
+            return []
+        gone = self._offline(silent, None, fence=True, what=f"offline silent readers {silent}")
         if gone:
-            log.warning("%r: readers %s silent for %s or more: taken offline at their recorded offsets",
-                        self, gone, silence)
-        return list(gone)
+            log.warning("%r: readers %s silent for %.0f s or more: taken offline at their recorded offsets",
+                        self, gone, silence_ms / 1000)
+        return gone
+
+    def _members(self, state: ReaderGroupState) -> dict[str, tuple[dict[SegmentRef, int], int]]:
+        """Online readers' member rows of their current join: (positions, last refresh ms)."""
+        out = {}
+        for row in self._store.member_rows(self.scope, self.name):
+            reader_id = row["reader"]
+            if reader_id in state.assigned and state.incarnations.get(reader_id, "") == row["incarnation"]:
+                positions = {SegmentRef.parse(k): int(v) for k, v in json.loads(row["positions"]).items()}
+                out[reader_id] = (positions, int(row["last_seen"]))
+        return out
+
+    def _offline(self, readers: list[str], positions: Mapping[str, Mapping[SegmentRef, int]] | None,
+                 fence: bool, what: str) -> list[str]:
+        """Take ``readers`` offline in one commit of the group's state: their segments go back at
+        ``positions`` (per reader), else at the later of their recorded offsets (state, member
+        rows) and the sink's. With ``fence`` and a sink, their segments are fenced in the sink
+        first. Returns the readers that were online."""
+        while True:
+            state = self._state()
+            online = [r for r in readers if r in state.assigned]
+            if not online:
+                return []
+            owned = {r: dict(state.assigned[r]) for r in online}
+            members = self._members(state)
+            offsets = {}
+            for r in online:
+                recorded = {ref: max(off, state.positions[r].get(ref, off), members.get(r, ({}, 0))[0].get(ref, off))
+                            for ref, off in owned[r].items()}
+                offsets[r] = {**recorded, **(positions or {}).get(r, {})}
+            if fence and state.sink is not None:
+                sink = self.delta_sink_at(state.sink)
+                sunk = sink.fence([ref for r in online for ref in owned[r]], state.revision + 1)
+                if positions is None:
+                    offsets = {r: {ref: max(off, sunk.get(ref, off)) for ref, off in o.items()} for r, o in offsets.items()}
+
+            def transition(current: ReaderGroupState) -> ReaderGroupState:
+                for r in online:
+                    if r in current.assigned and dict(current.assigned[r]).keys() != owned[r].keys():
+                        raise _OwnershipMoved(r)
+                    current = current.remove_reader(r, offsets[r])
+                return current
+
+            try:
+                self._update(transition, f"{what}")
+                return online
+            except _OwnershipMoved:
+                continue  # a reader acquired or gave up segments meanwhile: fence and read again
+
+    def delta_sink(self, path: str) -> ReaderGroupSink:
+        """The group's exactly-once Delta sink at ``path`` (see ``reader_group_sink``), recorded
+        in the group (one commit, the first time) so that a dead reader's segments go back at
+        the offsets the sink holds.
+
+        Example:
+            >>> sink = group.delta_sink("/lake/sensors_copy")  # doctest: +SKIP
+            >>> sink.write(reader.read_next())  # doctest: +SKIP
+        """
+        qualified = _delta.qualify(self._store.spark, path)
+        if self._state().sink != qualified:
+            self._update(lambda state: replace(state, sink=qualified), f"sink {qualified}")
+        return self.delta_sink_at(qualified)
+
+    def delta_sink_at(self, path: str) -> ReaderGroupSink:
+        return ReaderGroupSink(self._store.spark, path, f"{self.scoped_name}@{self.generation}")
 
     # ---- checkpoints and cuts ----------------------------------------------------------------
     def initiate_checkpoint(self, name: str) -> None:
@@ -208,8 +335,15 @@ class ReaderGroup:
         return None if done is None else self._cuts(done.positions)
 
     def get_stream_cuts(self) -> dict[str, StreamCut]:
-        """Each stream's cut at the readers' positions and the unassigned segments' offsets."""
-        return self._cuts(self._state().stream_positions())
+        """Each stream's cut at the readers' recorded positions and the unassigned segments'
+        offsets. Readers record their positions when they commit and at least every
+        ``position_refresh_interval`` while reading, so between checkpoints the cut may lag the
+        readers by up to that interval (Pravega's lag until the next checkpoint)."""
+        state = self._state()
+        positions = state.stream_positions()
+        for member_positions, _ in self._members(state).values():
+            positions.update({ref: max(off, positions[ref]) for ref, off in member_positions.items() if ref in positions})
+        return self._cuts(positions)
 
     def unread_bytes(self) -> int:
         """Bytes between the group's positions and its streams' tails (or end cuts)."""
@@ -276,6 +410,7 @@ class ReaderGroup:
                 raise IllegalStateError(f"{self!r} has no completed checkpoint to reset to")
             state = ReaderGroupState.initial(dict(last[-1].positions), ReaderGroupState.from_json(old["state"]).end_offsets,
                                              now_ms=self._clock())
+        state = replace(state, sink=ReaderGroupState.from_json(old["state"]).sink)  # app ids carry the generation
         generation = int(old["generation"]) + 1
 
         def change(row):
@@ -332,12 +467,21 @@ class ReaderGroup:
 
 
 class EventStreamReader:
-    """One reader of a group (Pravega's ``EventStreamReader``), reading a batch at a time."""
+    """One reader of a group (Pravega's ``EventStreamReader``), reading a batch at a time.
 
-    def __init__(self, group: ReaderGroup, reader_id: str) -> None:
+    Its positions live in the reader (Pravega's write rule): a ``read_next`` commits the group's
+    state only to acquire, release or complete segments, to answer a checkpoint, or (in its member
+    row, every ``position_refresh_interval``) to record its processed positions and liveness.
+    """
+
+    def __init__(self, group: ReaderGroup, reader_id: str, incarnation: str, now: int) -> None:
         self._group = group
         self.reader_id = reader_id
+        self._incarnation = incarnation
         self._streams = group.config.scoped_streams
+        self._positions: dict[SegmentRef, int] = {}  # live positions: after the latest batch returned
+        self._owners: dict[SegmentRef, int] = {}  # each owned segment's owner token (see reader_group_sink)
+        self._persisted = now  # when this reader last committed (the group's row or its member row)
         self._empty: DataFrame | None = None  # the empty batch, built once
 
     def __repr__(self) -> str:
@@ -346,87 +490,140 @@ class EventStreamReader:
     def read_next(self) -> ReadBatch:
         """The next batch: the events of this reader's segments from its position up to their
         tails as of this call (or the group's end cuts), or a checkpoint batch with no events
-        when a checkpoint waits for this reader. One commit of the group's state.
+        when a checkpoint waits for this reader. Calling it means the previous batch is
+        processed: that is the position a checkpoint or a refresh records.
+
+        Commits only when ownership changes, a checkpoint is answered, or the refresh interval
+        has passed (then one commit of this reader's member row, which never conflicts with other
+        readers); otherwise it reads the group's state and the events' log, with no commit.
 
         Raises:
-            IllegalStateError: this reader is offline, or the group was reset.
+            ReaderNotInReaderGroupError: this reader is offline (closed, or taken offline).
+            IllegalStateError: the group was reset.
         """
-        plan: dict = {}
-        config = self._group.config
+        group = self._group
+        config = group.config
+        now = group._clock()
+        stored = group._state()
+        self._sync(stored)
+        processed = dict(self._positions)  # the caller has processed every batch returned so far
+        refresh_due = now - self._persisted >= _ms(config.position_refresh_interval)
+        if refresh_due and config.reader_silence_limit is not None:
+            if group._offline_silent(now, _ms(config.reader_silence_limit), exclude=self.reader_id):
+                stored = group._state()
+                self._sync(stored)
+        survey = self._survey(stored, processed)
         interval = None if config.automatic_checkpoint_interval is None else _ms(config.automatic_checkpoint_interval)
+        plan: dict = {}
 
         def transition(state: ReaderGroupState) -> ReaderGroupState:
             plan.clear()
-            if self.reader_id not in state.assigned:
-                raise IllegalStateError(f"{self!r} is offline: create a reader to join again")
-            at = self._group._clock()
-            if at - state.last_seen.get(self.reader_id, 0) >= _ms(SEEN_REFRESH):
-                state = state.seen(self.reader_id, at)
-            if state.automatic_checkpoint_due(at, interval):
-                state, _ = state.initiate_automatic_checkpoint(at, config.max_outstanding_checkpoints)
-            name = state.pending_checkpoint_for(self.reader_id)
+            self._check_online(state)
+            me = self.reader_id
+            state = state.seen(me, now).record_read(me, processed)
+            if state.automatic_checkpoint_due(now, interval):
+                state, _ = state.initiate_automatic_checkpoint(now, config.max_outstanding_checkpoints)
+            name = state.pending_checkpoint_for(me)
             if name is not None:
                 plan["checkpoint"] = name
-                return state.checkpoint_reader(self.reader_id, name)
-            extra = state.segment_to_release(self.reader_id)
+                return state.checkpoint_reader(me, name)
+            for ref, successors in survey.completions.items():
+                if ref in state.assigned[me]:
+                    state = state.complete_segment(me, ref, successors)
+            extra = state.segment_to_release(me)
             if extra is not None:
-                state = state.release(self.reader_id, extra, state.positions[self.reader_id][extra])
-            else:
-                state, _ = state.acquire(self.reader_id)
-            state, plan["ranges"], plan["versions"] = self._advance(state)
-            return state
+                return state.release(me, extra, processed.get(extra, state.positions[me][extra]))
+            return state.acquire(me)[0]
 
-        # optimistic: apply the read to the state as last stored; a read that changes nothing (no
-        # new events, segments or checkpoint) ends there, without a transaction or a commit
-        stored = self._group._state()
-        if transition(stored) == stored:
-            state = stored
+        if _owner_change(stored, transition(stored)):
+            state = group._update(transition, f"read_next of {self.reader_id}")
+            self._persisted = now
         else:
-            state = self._group._update(transition, f"read_next of {self.reader_id}")
+            state = stored
+            if refresh_due:
+                self._refresh(processed, now)
+        self._sync(state)
         single = len(self._streams) == 1
-        position = _position(state.positions[self.reader_id], single)
         if "checkpoint" in plan:
             log.info("%r: checkpoint %s", self, plan["checkpoint"])
-            return ReadBatch(self._events({}, {}), position, plan["checkpoint"], state.end_of_data, state.revision)
-        batch = ReadBatch(self._events(plan["ranges"], plan["versions"]), position, None, state.end_of_data,
-                          state.revision, dict(plan["ranges"]))
+            return ReadBatch(self._events({}, {}), _position(processed, single), plan["checkpoint"],
+                             state.end_of_data, state.revision)
+        ranges, versions = self._ranges(state, survey)
+        self._positions.update({SegmentRef(stream, sid): hi for (stream, sid), (_, hi) in ranges.items()})
+        position = _position(self._positions, single)
+        owners = {key: self._owners[SegmentRef(*key)] for key in ranges}
+        batch = ReadBatch(self._events(ranges, versions), position, None, state.end_of_data, state.revision,
+                          ranges, owners)
         log.log(logging.INFO if batch.ranges else logging.DEBUG, "%r read %d segment ranges; position %s",
                 self, len(batch.ranges), position)
         return batch
 
     def position(self) -> Position:
-        """This reader's segments and offsets, as stored in the group."""
-        state = self._group._state()
-        return _position(state.positions.get(self.reader_id, {}), len(self._streams) == 1)
+        """This reader's segments and offsets: after the latest batch it returned."""
+        self._sync(self._group._state())
+        return _position(self._positions, len(self._streams) == 1)
 
     def close(self) -> None:
-        """Go offline at the current position (Pravega's ``close``)."""
+        """Go offline at the current position (Pravega's ``close``): the caller has processed
+        every batch returned."""
         state = self._group._state()
-        if self.reader_id in state.assigned:
-            self._group.reader_offline(self.reader_id, _position(state.positions[self.reader_id], False))
+        if self.reader_id in state.assigned and state.incarnations.get(self.reader_id, "") == self._incarnation:
+            self._sync(state)
+            self._group._offline([self.reader_id], {self.reader_id: dict(self._positions)}, fence=False,
+                                 what=f"reader {self.reader_id} closed")
 
     # ---- internals ---------------------------------------------------------------------------
-    def _advance(self, state: ReaderGroupState):
-        """Read every owned segment up to its tail or end offset: the ranges to read, the
-        events versions they are pinned to, and the state with positions and completions (of
-        the segments an earlier batch read to their end)."""
+    def _check_online(self, state: ReaderGroupState) -> None:
+        if self.reader_id not in state.assigned or state.incarnations.get(self.reader_id, "") != self._incarnation:
+            raise ReaderNotInReaderGroupError(f"{self!r} is offline (closed, or taken offline): create a reader "
+                                              "to join again")
+
+    def _sync(self, state: ReaderGroupState) -> None:
+        """Make the live positions follow the group's ownership: segments acquired start at
+        their recorded offsets (owner token: the state's revision), released or completed ones go."""
+        self._check_online(state)
+        mine = state.assigned[self.reader_id]
+        for ref in [ref for ref in self._positions if ref not in mine]:
+            del self._positions[ref]
+            self._owners.pop(ref, None)
+        for ref, off in mine.items():
+            if ref not in self._positions:
+                self._positions[ref] = max(off, state.positions[self.reader_id].get(ref, off))
+                self._owners[ref] = state.revision
+
+    def _refresh(self, processed: Mapping[SegmentRef, int], now: int) -> None:
+        """Record the processed positions and liveness in this reader's member row."""
+        group = self._group
+
+        def change(row):
+            return {"scope": group.scope, "reader_group": group.name, "reader": self.reader_id,
+                    "incarnation": self._incarnation, "positions": _offsets_json(processed),
+                    "last_seen": now, "update_time": utc_now()}
+
+        group._store.update_member(group.scope, group.name, self.reader_id, change,
+                                   f"refresh of {self.reader_id} in {group.scoped_name}")
+        self._persisted = now
+        log.debug("%r refreshed its positions %s", self, processed)
+
+    def _survey(self, state: ReaderGroupState, processed: Mapping[SegmentRef, int]) -> _Survey:
+        """Each owned stream's events version and segment tails, and the owned segments this
+        reader has finished (read to their sealed end or end offset, or truncated away) with
+        their successors: what this call completes."""
         store, controller = self._group._store, self._group._controller
-        owned = dict(state.positions[self.reader_id])
-        ranges: dict[tuple[str, int], tuple[int, int]] = {}
-        versions: dict[str, int] = {}
-        for stream in sorted({ref.stream for ref in owned}):
+        survey = _Survey()
+        for stream in sorted({ref.stream for ref in processed}):
             scope, name = stream.split("/")
             # the version first: a scale records its new segments before it seals the old ones,
             # so records read after it know the successors of every seal it shows
-            versions[stream] = store.events_version(scope, name)
-            mine = {ref: off for ref, off in owned.items() if ref.stream == stream}
-            tails = store.segment_tails(scope, name, [ref.segment_id for ref in mine], versions[stream])
+            survey.versions[stream] = store.events_version(scope, name)
+            mine = {ref: off for ref, off in processed.items() if ref.stream == stream}
+            tails = store.segment_tails(scope, name, [ref.segment_id for ref in mine], survey.versions[stream])
             records: dict = {}  # read only when a segment completes
             deleted: set[int] | None = None  # read only when a segment has no data left
+            allowed = None
             for ref, start in sorted(mine.items()):
-                tail = tails[ref.segment_id]
+                tail = survey.tails[ref] = tails[ref.segment_id]
                 end = state.end_offsets.get(ref)
-                to = tail.length if end is None else min(tail.length, end)
                 truncated = False
                 if not tail.sealed and (tail.length == 0 or tail.length < start):  # empty, or deleted?
                     if deleted is None:
@@ -434,25 +631,46 @@ class EventStreamReader:
                         deleted = {*truncation.deleted_segments, *truncation.to_delete}
                     truncated = ref.segment_id in deleted
                 if truncated:  # Pravega's TruncatedDataException: the reader moves on past the head
+                    survey.truncated.add(ref)
                     log.warning("%r: segment %d of %s was truncated away at offset %d: its successors "
                                 "are read from the head", self, ref.segment_id, stream, start)
-                if to > start and not truncated:  # its completion, if this reaches the end, waits for the next call
-                    ranges[(stream, ref.segment_id)] = (start, to)
-                    state = state.record_read(self.reader_id, {ref: to})
-                elif truncated or (tail.sealed and start >= tail.length) or (end is not None and start >= end):
-                    if not records:
-                        controller.settled(scope, name)  # a scale a crash left half-done is finished first
-                        records = {r.segment_id: r for r in store.segment_records(scope, name)}
-                        allowed = _within_end(list(records.values()), self._group.config.end_of(stream))
-                    record = records.get(ref.segment_id)
-                    if (end is None and not truncated and record is not None and record.sealed_epoch is None
-                            and record.sealed_size is None):
-                        raise _delta.Retry(f"{stream}: segment {ref.segment_id} sealed, its record not yet")
-                    successors = {} if end is not None else {
-                        s: p for s, p in successors_with_predecessors(list(records.values()), ref.segment_id).items()
-                        if allowed is None or s in allowed}
-                    state = state.complete_segment(self.reader_id, ref, successors)
-        return state, ranges, versions
+                if not (truncated or (tail.sealed and start >= tail.length) or (end is not None and start >= end)):
+                    continue
+                if not records:
+                    controller.settled(scope, name)  # a scale a crash left half-done is finished first
+                    records = {r.segment_id: r for r in store.segment_records(scope, name)}
+                    allowed = _within_end(list(records.values()), self._group.config.end_of(stream))
+                record = records.get(ref.segment_id)
+                if (end is None and not truncated and record is not None and record.sealed_epoch is None
+                        and record.sealed_size is None):
+                    continue  # sealed, its record not yet: completed by a later call
+                survey.completions[ref] = {} if end is not None else {
+                    s: p for s, p in successors_with_predecessors(list(records.values()), ref.segment_id).items()
+                    if allowed is None or s in allowed}
+        return survey
+
+    def _ranges(self, state: ReaderGroupState, survey: _Survey):
+        """The ranges this batch reads: each owned segment from its live position up to its
+        tail or end offset, at the surveyed events versions (a segment acquired by this call is
+        read at its stream's surveyed version, or the latest)."""
+        store = self._group._store
+        owned = {ref: off for ref, off in self._positions.items() if ref not in survey.truncated}
+        versions = dict(survey.versions)
+        missing = [ref for ref in owned if ref not in survey.tails]
+        for stream in sorted({ref.stream for ref in missing}):
+            scope, name = stream.split("/")
+            version = versions.setdefault(stream, store.events_version(scope, name))
+            ids = [ref.segment_id for ref in missing if ref.stream == stream]
+            survey.tails.update({SegmentRef(stream, sid): tail for sid, tail in
+                                 store.segment_tails(scope, name, ids, version).items()})
+        ranges: dict[tuple[str, int], tuple[int, int]] = {}
+        for ref, start in sorted(owned.items()):
+            tail = survey.tails[ref]
+            end = state.end_offsets.get(ref)
+            to = tail.length if end is None else min(tail.length, end)
+            if to > start:  # its completion, if this reaches the end, waits for the next call
+                ranges[(ref.stream, ref.segment_id)] = (start, to)
+        return ranges, {s: v for s, v in versions.items() if any(key[0] == s for key in ranges)}
 
     def _events(self, ranges: Mapping, versions: Mapping[str, int]) -> DataFrame:
         if not ranges and self._empty is not None:

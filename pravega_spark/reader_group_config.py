@@ -130,6 +130,14 @@ class ReaderGroupConfig:
             30 s, Pravega's); ``None`` disables automatic checkpoints.
         max_outstanding_checkpoints: how many checkpoints may be pending at once (at least 1).
         retention_type: whether the group is a subscriber of its streams, and how it releases.
+        position_refresh_interval: how often a reader records its positions and liveness in
+            its member row when nothing else makes it commit (default 10 s; Pravega's readers
+            update their distance to the tail every (N+1) s). ``get_stream_cuts`` and
+            ``unread_bytes`` may lag by this much between checkpoints.
+        reader_silence_limit: a reader silent this long (no read, no refresh) is taken offline by
+            the next reader that refreshes, or by ``jobs/reader_groups.py``; at least twice the
+            refresh interval (default 60 s). ``None``: readers stay online until taken offline
+            explicitly, as in Pravega.
 
     Raises:
         InvalidConfigError: any rule of Pravega's builder broken (see the module docstring).
@@ -139,6 +147,8 @@ class ReaderGroupConfig:
     automatic_checkpoint_interval: timedelta | None = timedelta(seconds=30)
     max_outstanding_checkpoints: int = 3
     retention_type: StreamDataRetention = StreamDataRetention.NONE
+    position_refresh_interval: timedelta = timedelta(seconds=10)
+    reader_silence_limit: timedelta | None = timedelta(seconds=60)
     _key: tuple = field(init=False, repr=False, compare=True, hash=True, default=())
 
     def __post_init__(self) -> None:
@@ -155,6 +165,12 @@ class ReaderGroupConfig:
         except ValueError:
             allowed = ", ".join(m.value for m in StreamDataRetention)
             raise InvalidConfigError(f"retention_type must be one of {allowed}, got {self.retention_type!r}") from None
+        refresh, silence = self.position_refresh_interval, self.reader_silence_limit
+        if not isinstance(refresh, timedelta) or refresh <= timedelta(0):
+            raise InvalidConfigError(f"position_refresh_interval must be a positive timedelta, got {refresh!r}")
+        if silence is not None and (not isinstance(silence, timedelta) or silence < 2 * refresh):
+            raise InvalidConfigError(f"reader_silence_limit must be None or a timedelta of at least twice the "
+                                     f"position refresh interval ({2 * refresh}), got {silence!r}")
         object.__setattr__(self, "_key", tuple(self.streams.items()))
 
     def __repr__(self) -> str:
@@ -162,7 +178,9 @@ class ReaderGroupConfig:
         streams = {name: start if end is None else (start, end) for name, (start, end) in self.streams.items()}
         return (f"ReaderGroupConfig(streams={streams!r}, automatic_checkpoint_interval="
                 f"{None if interval is None else str(interval)}, max_outstanding_checkpoints="
-                f"{self.max_outstanding_checkpoints}, retention_type={self.retention_type.value})")
+                f"{self.max_outstanding_checkpoints}, retention_type={self.retention_type.value}, "
+                f"position_refresh_interval={self.position_refresh_interval}, "
+                f"reader_silence_limit={self.reader_silence_limit})")
 
     # ---- what the group reads -----------------------------------------------------------------
     def start_of(self, stream: str) -> Start:
@@ -195,6 +213,9 @@ class ReaderGroupConfig:
             "automatic_checkpoint_interval_us": None if interval is None else interval // timedelta(microseconds=1),
             "max_outstanding_checkpoints": self.max_outstanding_checkpoints,
             "retention_type": self.retention_type.value,
+            "position_refresh_interval_us": self.position_refresh_interval // timedelta(microseconds=1),
+            "reader_silence_limit_us": (None if self.reader_silence_limit is None
+                                        else self.reader_silence_limit // timedelta(microseconds=1)),
         }, sort_keys=True)
 
     @classmethod
@@ -209,4 +230,7 @@ class ReaderGroupConfig:
         return cls({name: (cut(start), cut(end)) for name, (start, end) in data["streams"].items()},
                    automatic_checkpoint_interval=None if interval is None else timedelta(microseconds=interval),
                    max_outstanding_checkpoints=data["max_outstanding_checkpoints"],
-                   retention_type=StreamDataRetention(data["retention_type"]))
+                   retention_type=StreamDataRetention(data["retention_type"]),
+                   position_refresh_interval=timedelta(microseconds=data.get("position_refresh_interval_us", 10_000_000)),
+                   reader_silence_limit=(None if data.get("reader_silence_limit_us", 60_000_000) is None
+                                         else timedelta(microseconds=data.get("reader_silence_limit_us", 60_000_000))))

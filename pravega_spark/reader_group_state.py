@@ -9,15 +9,21 @@ Segments are ``(scoped stream, segment id)`` pairs (:class:`SegmentRef`). The st
 
 - ``assigned``: reader -> its segments -> the offset recorded for it (at acquisition and at each
   checkpoint: where ``reader_offline`` without a position resumes, at-least-once);
-- ``positions``: reader -> its segments -> the offset after its latest read (``get_stream_cuts``);
+- ``positions``: reader -> its segments -> the offset it had processed at its latest commit of the
+  group's state (the reader keeps its live positions in memory and refreshes them in its member
+  row: see ``reader_group``);
 - ``unassigned``: readable segments nobody owns -> offset to resume at;
 - ``future``: successors -> the predecessors still to complete (a successor becomes unassigned at
   offset 0 only when all its predecessors are completed: Pravega's ordering rule);
 - ``end_offsets``: the group's end cuts, per segment;
 - ``checkpoints``: pending and completed checkpoints, oldest first (the latest
   ``KEPT_CHECKPOINTS`` completed ones are kept);
-- ``last_seen``: reader -> when it last joined or called ``read_next`` (ms since the epoch), so
-  an operator can take silent readers offline;
+- ``last_seen``: reader -> when it last committed the group's state (ms since the epoch; its
+  member row holds its later refreshes), so silent readers can be taken offline;
+- ``incarnations``: reader -> the id of its current join (member rows of an earlier join of the
+  same reader id are ignored);
+- ``sink``: the path of the group's exactly-once Delta sink (``ReaderGroup.delta_sink``), if any:
+  where a dead reader's processed positions are read;
 - ``last_checkpoint_ms``: when the latest checkpoint started (or the group was created), for
   automatic checkpoints: one starts when the interval has passed and none is pending (Pravega).
 
@@ -105,6 +111,8 @@ class ReaderGroupState:
     last_seen: Mapping[str, int] = field(default_factory=lambda: _frozen({}))
     last_checkpoint_ms: int = 0
     revision: int = 0  # one more at every stored change (the state synchronizer's revision)
+    incarnations: Mapping[str, str] = field(default_factory=lambda: _frozen({}))
+    sink: str | None = None
 
     @classmethod
     def initial(cls, start: Mapping[SegmentRef, int], end_offsets: Mapping[SegmentRef, int] | None = None,
@@ -133,6 +141,8 @@ class ReaderGroupState:
             "last_seen": dict(self.last_seen),
             "last_checkpoint_ms": self.last_checkpoint_ms,
             "revision": self.revision,
+            "incarnations": dict(self.incarnations),
+            "sink": self.sink,
         }, sort_keys=True)
 
     @classmethod
@@ -151,7 +161,9 @@ class ReaderGroupState:
                                      for c in data["checkpoints"]),
                    last_seen=_frozen({r: int(t) for r, t in data.get("last_seen", {}).items()}),
                    last_checkpoint_ms=int(data.get("last_checkpoint_ms", 0)),
-                   revision=int(data.get("revision", 0)))
+                   revision=int(data.get("revision", 0)),
+                   incarnations=_frozen(data.get("incarnations", {})),
+                   sink=data.get("sink"))
 
     # ---- queries ------------------------------------------------------------------------------
     @property
@@ -194,8 +206,9 @@ class ReaderGroupState:
                 and now_ms - self.last_checkpoint_ms >= interval_ms)
 
     # ---- readers joining and leaving -------------------------------------------------------
-    def add_reader(self, reader_id: str, now_ms: int = 0) -> ReaderGroupState:
-        """A reader joins online with no segments (Pravega's ``AddReader``), seen at ``now_ms``.
+    def add_reader(self, reader_id: str, now_ms: int = 0, incarnation: str = "") -> ReaderGroupState:
+        """A reader joins online with no segments (Pravega's ``AddReader``), seen at ``now_ms``;
+        ``incarnation`` identifies this join (see ``incarnations``).
 
         Raises:
             IllegalStateError: the reader is already online.
@@ -204,7 +217,8 @@ class ReaderGroupState:
             raise IllegalStateError(f"reader {reader_id!r} is already online in the group")
         return replace(self, assigned=_frozen({**self.assigned, reader_id: _frozen({})}),
                        positions=_frozen({**self.positions, reader_id: _frozen({})}),
-                       last_seen=_frozen({**self.last_seen, reader_id: now_ms}))
+                       last_seen=_frozen({**self.last_seen, reader_id: now_ms}),
+                       incarnations=_frozen({**self.incarnations, reader_id: incarnation}))
 
     def seen(self, reader_id: str, now_ms: int) -> ReaderGroupState:
         """The reader called the group at ``now_ms`` (it is not silent)."""
@@ -224,7 +238,8 @@ class ReaderGroupState:
         positions = {r: s for r, s in self.positions.items() if r != reader_id}
         state = replace(self, assigned=_frozen(assigned), positions=_frozen(positions),
                         unassigned=_frozen({**self.unassigned, **offsets}),
-                        last_seen=_frozen({r: t for r, t in self.last_seen.items() if r != reader_id}))
+                        last_seen=_frozen({r: t for r, t in self.last_seen.items() if r != reader_id}),
+                        incarnations=_frozen({r: i for r, i in self.incarnations.items() if r != reader_id}))
         return state._checkpointed(reader_id, offsets)
 
     # ---- balancing -------------------------------------------------------------------------

@@ -29,6 +29,7 @@ SYSTEM_DIR = "_pravega"
 SCOPES_TABLE = "scopes"
 STREAMS_TABLE = "streams"
 READER_GROUPS_TABLE = "reader_groups"
+READER_GROUP_MEMBERS_TABLE = "reader_group_members"
 SEGMENTS_TABLE = "segments"
 EVENTS_TABLE = "events"
 RETENTION_SET_TABLE = "retention_set"
@@ -133,6 +134,24 @@ READER_GROUPS_SCHEMA = StructType([
     StructField("generation", LongType(), False),
     StructField("state", StringType(), False),  # ReaderGroupState JSON
     StructField("creation_time", TimestampType(), False),
+    StructField("update_time", TimestampType(), False),
+])
+
+# Reader group members (one row per online reader, in a partition of its own): the positions and
+# liveness a reader records every refresh interval (issue #31, Pravega's write rule). Readers'
+# refreshes never conflict with each other nor with the group's row, which only ownership changes
+# commit. ``incarnation`` matches the group state's record of the reader's join: a row left by an
+# earlier incarnation of the same reader id is ignored.
+MEMBER_KEY = "member_key"
+
+READER_GROUP_MEMBERS_SCHEMA = StructType([
+    StructField(MEMBER_KEY, StringType(), False),
+    StructField("scope", StringType(), False),
+    StructField("reader_group", StringType(), False),
+    StructField("reader", StringType(), False),
+    StructField("incarnation", StringType(), False),
+    StructField("positions", StringType(), False),  # {"scope/stream#segment": offset} JSON
+    StructField("last_seen", LongType(), False),  # ms since the epoch
     StructField("update_time", TimestampType(), False),
 ])
 

@@ -112,7 +112,7 @@ def test_two_readers_share_segments_then_offline_with_a_position_and_rejoin(mana
     assert sizes == [2, 2]
 
 
-def test_offline_without_a_position_rereads_from_the_last_checkpoint(manager, stream2):
+def test_offline_without_a_position_rereads_from_the_last_checkpoint(manager, stream2, root):
     _write(manager, 0)
     manager.create_reader_group("iot", "g", ps.ReaderGroupConfig({S: "earliest"}, max_outstanding_checkpoints=1))
     group = manager.reader_group("iot", "g")
@@ -132,8 +132,16 @@ def test_offline_without_a_position_rereads_from_the_last_checkpoint(manager, st
     group.reader_offline("r1")  # no position: back to the checkpoint's offsets (at-least-once)
     again = r2.read_next().events.count() + r2.read_next().events.count()
     assert again == 24 and seen <= 24  # r1's share is read again, nothing is lost
-    assert group.get_stream_cuts() == {S: manager.tail_stream_cut("iot", "sensors")}
-    assert group.unread_bytes() == 0
+    tail = manager.tail_stream_cut("iot", "sensors")
+    assert group.get_stream_cuts()[S] != tail and group.unread_bytes() > 0  # lags: r2 has not refreshed yet
+    members = "_pravega/reader_group_members"
+    revision, before = group._state().revision, table_versions(manager.spark, root).get(members, -1)
+    now = group._clock()
+    group._clock = lambda: now + 10_000  # the refresh interval has passed
+    assert r2.read_next().events.count() == 0  # records its positions in its member row, not in the group's
+    assert group._state().revision == revision
+    assert table_versions(manager.spark, root)[members] > before
+    assert group.get_stream_cuts() == {S: tail} and group.unread_bytes() == 0
 
 
 def test_end_cut_then_end_of_data(manager, stream2):

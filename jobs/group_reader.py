@@ -9,19 +9,20 @@ from the stream's head, and with ``--until-tail`` up to the stream's tail at tha
 readers then stop at the end of data). Without ``--until-tail`` a reader runs until it has read
 nothing new for ``--idle-seconds`` (default: forever).
 
-Each batch is one idempotent Delta append to ``--sink`` (``txnAppId`` = group/reader,
-``txnVersion`` = the batch's revision), with the columns ``reader``, ``revision`` and
-``position`` (the reader's position after the batch, as JSON) next to ``read_events``' columns:
-the position lands in the same commit as the events it covers. A reader restarted with the same
-id after a crash goes offline at the last position it wrote and joins again, so the sink gets
-every event exactly once. Sort the sink by ``(revision, segment_id, offset)`` for each routing
+Each batch goes through the group's exactly-once sink (``ReaderGroup.delta_sink``): its rows,
+with the columns ``reader`` and ``revision`` next to ``read_events``' columns, and one Delta
+application version per segment (its end offset in the batch) land in one commit. A replayed
+batch writes nothing; a reader the group has taken offline (silent past the group's limit) but
+that still runs cannot write a segment it no longer owns. A reader that dies is taken offline by
+the others after the silence limit, at the offsets the sink holds, so its segments continue
+exactly where its output ends; a reader restarted with the same id takes its old self offline the
+same way, then joins again. Sort the sink by ``(revision, segment_id, offset)`` for each routing
 key's append order.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -49,55 +50,40 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-def join_group(manager: ps.StreamManager, args, log) -> ps.EventStreamReader:
-    """Create the group if needed; if this reader id is still online (a crashed run), take it
-    offline at the last position its sink holds, then join."""
+def join_group(manager: ps.StreamManager, args, log) -> tuple[ps.EventStreamReader, ps.ReaderGroupSink]:
+    """Create the group if needed and record its sink; if this reader id is still online (a
+    crashed run), take it offline at the offsets the sink holds, then join."""
     scope, stream = args.stream.split("/")
     end = manager.tail_stream_cut(scope, stream) if args.until_tail else None
     config = ps.ReaderGroupConfig({args.stream: ("earliest", end)})
     if manager.create_reader_group(scope, args.group, config):
         log.info("created reader group %s/%s: %r", scope, args.group, config)
     group = manager.reader_group(scope, args.group)
+    sink = group.delta_sink(args.sink)
     if args.reader in group.online_readers():
-        last = last_position(manager.spark, args.sink, args.reader)
-        group.reader_offline(args.reader, last)
-        log.warning("reader %s was still online (a crashed run): offline at %s", args.reader,
-                    "its recorded offsets" if last is None else f"its sink's last position {last}")
-    return group.create_reader(args.reader)
+        group.reader_offline(args.reader)
+        log.warning("reader %s was still online (a crashed run): offline where its sink's output ends", args.reader)
+    return group.create_reader(args.reader), sink
 
 
-def last_position(spark, sink: str, reader_id: str) -> dict[int, int] | None:
-    """The position after the last batch this reader wrote to the sink (None: none written)."""
-    try:
-        rows = spark.read.format("delta").load(sink)
-    except Exception:  # noqa: BLE001 (no sink table yet: nothing written)
-        return None
-    row = rows.where(F.col("reader") == reader_id).orderBy(F.col("revision").desc()).select("position").first()
-    return None if row is None else {int(sid): off for sid, off in json.loads(row.position).items()}
-
-
-def write_batch(batch: ps.ReadBatch, reader_id: str, app_id: str, sink: str) -> None:
-    """One idempotent append (``txnVersion`` = the batch's revision); safe when several readers
-    create the sink at once (``ps.idempotent_delta_sink`` retries a lost race)."""
-    position = json.dumps({str(sid): off for sid, off in batch.position.items()})
-    rows = (batch.events.withColumn("reader", F.lit(reader_id)).withColumn("revision", F.lit(batch.revision))
-            .withColumn("position", F.lit(position)))
-    ps.idempotent_delta_sink(sink, app_id)(rows, batch.revision)
+def write_batch(batch: ps.ReadBatch, reader_id: str, sink: ps.ReaderGroupSink) -> int:
+    """One exactly-once commit of the batch's events and positions; the segments written."""
+    rows = batch.events.withColumn("reader", F.lit(reader_id)).withColumn("revision", F.lit(batch.revision))
+    return sink.write(batch, rows)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     log = setup_logging(args.verbose)
     manager = ps.StreamManager(ps.spark_session(), args.root)
-    reader = join_group(manager, args, log)
-    app_id = f"{args.stream.split('/')[0]}/{args.group}/{args.reader}"
+    reader, sink = join_group(manager, args, log)
     batches, read_bytes, idle_since = 0, 0, time.monotonic()
     while True:
         batch = reader.read_next()
         if batch.checkpoint is not None:
             log.info("%s: checkpoint %s", args.reader, batch.checkpoint)
         elif batch.ranges:
-            write_batch(batch, args.reader, app_id, args.sink)
+            write_batch(batch, args.reader, sink)
             size = sum(hi - lo for lo, hi in batch.ranges.values())
             batches, read_bytes, idle_since = batches + 1, read_bytes + size, time.monotonic()
             log.info("%s: batch at revision %d: %d segment ranges, %d bytes; position %s", args.reader,

@@ -50,15 +50,16 @@ from .errors import (
 )
 from .large_events import EventPointer, LargeEventReader, LargeEventWriter, TransientCleanup
 from .reader_group import EventStreamReader, ReadBatch, ReaderGroup
-from .reader_group_sink import ReaderGroupSink
 from .reader_group_config import ReaderGroupConfig, StreamDataRetention
+from .reader_group_sink import ReaderGroupSink
 from .routing import key_position
 from .schema import MAX_EVENT_SIZE, MAX_LARGE_EVENT_SIZE
 from .segments import SegmentRecord
+from .sinks import foreach_batch, idempotent_delta_sink
 from .stream import StreamInfo
 from .stream_cut import StreamCut
 from .stream_manager import StreamManager
-from .streaming import StreamProgress, idempotent_delta_sink
+from .streaming import StreamProgress
 from .transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
 from .truncation import TruncationRecord
 from .validation import ExpectationResult, StreamValidation
@@ -80,5 +81,5 @@ __all__ = [
     "EventPointer", "LargeEventFailedError", "LargeEventReader", "LargeEventWriter", "NoSuchEventError",
     "TransientCleanup", "ExpectationResult", "StreamValidation", "ReaderGroupConfig", "StreamDataRetention", "MaxNumberOfCheckpointsExceededError",
     "ReaderGroup", "ReaderGroupNotFoundError", "ReaderNotInReaderGroupError", "ReaderGroupSink", "EventStreamReader", "ReadBatch",
-    "StreamProgress", "idempotent_delta_sink", "AutoscaleOutcome", "WorkflowPendingError",
+    "StreamProgress", "foreach_batch", "idempotent_delta_sink", "AutoscaleOutcome", "WorkflowPendingError",
 ]

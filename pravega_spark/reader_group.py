@@ -42,7 +42,12 @@ from pyspark.sql import DataFrame
 from . import _delta, reader, subscribers
 from ._store import utc_now
 from .controller import Controller
-from .errors import IllegalStateError, InvalidConfigError, ReaderGroupNotFoundError, ReaderNotInReaderGroupError
+from .errors import (
+    IllegalStateError,
+    InvalidConfigError,
+    ReaderGroupNotFoundError,
+    ReaderNotInReaderGroupError,
+)
 from .large_events import assemble_large_events
 from .reader_group_config import ReaderGroupConfig, StreamDataRetention
 from .reader_group_sink import ReaderGroupSink
@@ -199,8 +204,8 @@ class ReaderGroup:
 
         state = self._update(transition, f"add readers {ids}")
         readers = [EventStreamReader(self, r, incarnations[r], now) for r in ids]
-        for reader in readers:
-            reader._sync(state)
+        for joined in readers:
+            joined._sync(state)
         log.info("%r: readers %s joined", self, ids)
         return readers
 
@@ -288,7 +293,7 @@ class ReaderGroup:
                 if positions is None:
                     offsets = {r: {ref: max(off, sunk.get(ref, off)) for ref, off in o.items()} for r, o in offsets.items()}
 
-            def transition(current: ReaderGroupState) -> ReaderGroupState:
+            def transition(current: ReaderGroupState, online=online, owned=owned, offsets=offsets) -> ReaderGroupState:
                 for r in online:
                     if r in current.assigned and dict(current.assigned[r]).keys() != owned[r].keys():
                         raise _OwnershipMoved(r)
@@ -482,6 +487,7 @@ class EventStreamReader:
         self._positions: dict[SegmentRef, int] = {}  # live positions: after the latest batch returned
         self._owners: dict[SegmentRef, int] = {}  # each owned segment's owner token (see reader_group_sink)
         self._persisted = now  # when this reader last committed (the group's row or its member row)
+        self._acquire_after = 0  # no acquiring before this (ms): after a release, others get the segment first
         self._empty: DataFrame | None = None  # the empty batch, built once
 
     def __repr__(self) -> str:
@@ -532,12 +538,15 @@ class EventStreamReader:
                     state = state.complete_segment(me, ref, successors)
             extra = state.segment_to_release(me)
             if extra is not None:
+                plan["released"] = True
                 return state.release(me, extra, processed.get(extra, state.positions[me][extra]))
-            return state.acquire(me)[0]
+            return state.acquire(me)[0] if now >= self._acquire_after else state
 
         if _owner_change(stored, transition(stored)):
             state = group._update(transition, f"read_next of {self.reader_id}")
             self._persisted = now
+            if plan.get("released"):  # Pravega's acquire timer: the segment is for the others now
+                self._acquire_after = now + _ms(config.position_refresh_interval)
         else:
             state = stored
             if refresh_due:

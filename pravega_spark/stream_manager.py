@@ -431,7 +431,7 @@ class StreamManager:
 
     def read_stream(self, scope: str, stream: str, start: CutOrName = "earliest",
                     reader_group: ReaderGroup | str | None = None, max_bytes_per_trigger: int | str | None = None,
-                    max_files_per_trigger: int | None = None) -> DataFrame:
+                    max_files_per_trigger: int | None = None, head: str = "plan") -> DataFrame:
         """The stream's events as a Structured Streaming DataFrame, with ``read_events``' columns.
 
         Built on Delta's streaming source over the events table: with ``writeStream`` and a
@@ -459,6 +459,12 @@ class StreamManager:
                 takes whole data files until it holds this many bytes; ``"64m"`` works too).
                 Per-key order holds across the batches it makes.
             max_files_per_trigger: rate limit in data files per micro-batch.
+            head: who drops the events below the stream's head in each micro-batch. ``"sink"``:
+                the library's ``foreachBatch`` sink (``ps.idempotent_delta_sink`` or
+                ``ps.foreach_batch(fn)``) reads the head on the driver with no Spark job, the
+                cheapest (a query writing this DataFrame to any other sink stops before its first
+                batch, with an error saying so). ``"plan"`` (default): a lookup in the query's
+                plan that Spark plans and runs again every micro-batch, for any sink.
 
         Raises:
             InvalidStreamCutError: ``start`` is not a cut of this stream.
@@ -466,7 +472,7 @@ class StreamManager:
             InvalidConfigError: a bad rate limit, or ``reader_group`` does not fit.
         """
         return streaming.read_stream(self._controller, scope, stream, start, reader_group, max_bytes_per_trigger,
-                                     max_files_per_trigger)
+                                     max_files_per_trigger, head)
 
     def stream_progress(self, query, timeout_seconds: float = 30.0) -> StreamProgress | None:
         """Where a ``read_stream`` query is: its stream cut after the last committed micro-batch

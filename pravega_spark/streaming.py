@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -64,6 +65,8 @@ log = logging.getLogger("pravega_spark")
 # never reached, so without a user limit a micro-batch never ends inside a commit.
 UNLIMITED_BYTES = "1048576g"
 OBSERVED = "pravega_spark_read"  # the observed metrics' name prefix
+HEAD_MODES = ("sink", "plan")  # who applies the head to a micro-batch: the library's sink, or the plan
+FOREACH_BATCH_SINK = "org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink"
 _MAX_OFFSET = (1 << 63) - 1
 
 
@@ -156,6 +159,12 @@ def head_map(streams: DataFrame, key: str, plain: bool = True):
     else:
         entries = F.udf(head_offsets, "array<struct<sid:bigint, head:bigint>>")("truncation")
     return row.select(F.map_from_entries(entries)).scalar()
+
+
+def observed(events: DataFrame, *, name: str) -> DataFrame:
+    """``events`` counted in the observed metric ``name``, no row dropped (``head="sink"``: the
+    library's sink drops the rows below the head, and counts them)."""
+    return events.observe(name, F.count(F.lit(1)).alias("rows"), F.lit(0).cast("long").alias("truncated_rows"))
 
 
 def above_head(events: DataFrame, *, head, name: str) -> DataFrame:
@@ -360,9 +369,26 @@ class _Source:
     first_version: int = 0  # the first events-table commit a new query reads from the log (not its snapshot)
     checked: dict = None  # query run id -> last events-table version the gap check passed
     failure: Exception | None = None
+    head: str = "plan"  # who applies the head: the library's sink, or the plan (HEAD_MODES)
+    applied: set = None  # head="sink": (query id, batch id) a library sink applied the head to
 
     def __post_init__(self) -> None:
         self.checked = {}
+        self.applied = set()
+
+    def note_applied(self, query_id: str, batch_id: int) -> None:
+        """A library sink applied the head to a micro-batch (the last 1,000 are kept)."""
+        self.applied.add((query_id, int(batch_id)))
+        if len(self.applied) > 1000:
+            self.applied.discard(min(self.applied, key=lambda k: k[1]))
+
+    def fail(self, query, failure: Exception) -> None:
+        """Record why the query must stop (``stream_progress`` raises it), log it, and stop the
+        query from another thread (never the listener's or the query's own)."""
+        self.failure = failure
+        log.error("query %s: %s", query.id if query is not None else "?", failure)
+        if query is not None:
+            threading.Thread(target=query.stop, name="pravega-spark-stop", daemon=True).start()
 
     @property
     def metric(self) -> str:
@@ -434,10 +460,25 @@ class StreamListener(StreamingQueryListener):
                             "at the head", progress.id, progress.batchId, truncated, name)
             _delta.activate(source.controller.spark)
             end = DeltaOffset.from_json(_field(src, "endOffset"))
-            if not self.check_gaps(source, progress, src, end):
+            if not self.check_head_applied(source, progress) or not self.check_gaps(source, progress, src, end):
                 continue
             if source.group is not None:  # (``stream_progress`` computes positions on demand)
                 publish(source.controller, source.group, name, cut_for_offset(source, end))
+
+    def check_head_applied(self, source: _Source, progress) -> bool:
+        """Stops a ``head="sink"`` query whose micro-batch reached a ``foreachBatch`` function
+        that did not apply the head (not wrapped in ``ps.foreach_batch``): other sinks are
+        stopped before their first batch (``HeadGuard``)."""
+        if source.failure is not None:
+            return False
+        key = (str(_field(progress, "id")), int(_field(progress, "batchId")))
+        if source.head != "sink" or key in source.applied:
+            return True
+        source.fail(source.controller.spark.streams.get(str(progress.id)), InvalidConfigError(
+            f"{source.scope}/{source.stream}: micro-batch {key[1]} of a head='sink' read_stream query reached a "
+            "foreachBatch function that does not apply the stream's head; the query was stopped. Wrap the function "
+            "in ps.foreach_batch (or use ps.idempotent_delta_sink), or read with head='plan'"))
+        return False
 
     def check_gaps(self, source: _Source, progress, src, end: DeltaOffset) -> bool:
         """Fails the query loudly if the log commits its batch consumed skipped events
@@ -461,11 +502,96 @@ class StreamListener(StreamingQueryListener):
             + " added events that Delta's streaming source skips (a commit mixing adds and removes, or "
             "dataChange=false adds, written outside pravega-spark); the query stopped before publishing past them. "
             "Read the stream with read_events, or restart the query from a stream cut after those commits.")
-        log.error("query %s batch %d: %s", progress.id, progress.batchId, source.failure)
-        query = source.controller.spark.streams.get(str(progress.id))
-        if query is not None:
-            threading.Thread(target=query.stop, name="pravega-spark-stop", daemon=True).start()
+        source.fail(source.controller.spark.streams.get(str(progress.id)), source.failure)
         return False
+
+
+class HeadGuard(StreamingQueryListener):
+    """Stops a query before its first micro-batch when it reads a ``head="sink"`` DataFrame into
+    a sink other than ``foreachBatch``: such a sink would deliver rows below the stream's head.
+
+    Spark runs ``onQueryStarted`` synchronously in the query's thread before the first batch: the
+    guard reads the query's sink and plan there (``_delta.streaming_query_sink``), notes which
+    ``head="sink"`` sources the query reads (``sources_of_query``: the library's sinks find them
+    by the query id), and, for another sink, stops the query and waits until it is terminated, so
+    it never runs a batch. Spark then drops the guard from its listener bus (it was interrupted
+    while posting); a new guard takes its place."""
+
+    _lock = threading.Lock()
+    _installed: dict[int, HeadGuard] = {}
+
+    def __init__(self, spark) -> None:
+        self.spark = spark
+
+    @classmethod
+    def install(cls, spark) -> None:
+        with cls._lock:
+            key = _delta.session_key(spark)
+            if key not in cls._installed:
+                cls._installed[key] = guard = HeadGuard(spark)
+                spark.streams.addListener(guard)
+
+    def onQueryStarted(self, event) -> None:
+        try:
+            self.check(str(event.id))
+        except Exception:  # a listener must never kill the listener bus
+            log.exception("pravega_spark could not check the sink of query %s", event.id)
+
+    def check(self, query_id: str) -> None:
+        found = _delta.streaming_query_sink(self.spark, query_id)
+        if found is None:
+            return
+        sink, plan = found
+        sources = [source for source in list(_HEAD_IN_SINK.values()) if source.metric in plan]
+        if not sources:
+            return
+        _QUERY_SOURCES[query_id] = sources
+        if sink == FOREACH_BATCH_SINK:
+            return
+        names = ", ".join(sorted({f"{s.scope}/{s.stream}" for s in sources}))
+        failure = InvalidConfigError(
+            f"{names}: a read_stream DataFrame made with head='sink' is written by {sink.rsplit('.', 1)[-1]}, which "
+            "does not apply the stream's head; the query was stopped before its first micro-batch. Write it with "
+            "foreachBatch(ps.idempotent_delta_sink(...)) or foreachBatch(ps.foreach_batch(fn)), or read with "
+            "head='plan'")
+        query = self.spark.streams.get(query_id)
+        _STOPPED_AT_START[query_id] = failure
+        for source in sources:
+            source.fail(query, failure)
+        deadline = time.monotonic() + 30
+        while query is not None and query.isActive and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with self._lock:  # Spark drops a listener interrupted while posting: a new guard takes over
+            self._installed.pop(_delta.session_key(self.spark), None)
+        threading.Thread(target=HeadGuard.install, args=(self.spark,), daemon=True).start()
+
+    def onQueryProgress(self, event) -> None:
+        pass
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        _QUERY_SOURCES.pop(str(event.id), None)
+
+
+# head="sink" sources by token, and the ones each running query reads (by query id): a batch's
+# DataFrame belongs to the query's own cloned session, so these are the process's, not a session's
+_HEAD_IN_SINK: dict[str, _Source] = {}
+_QUERY_SOURCES: dict[str, list[_Source]] = {}
+_STOPPED_AT_START: dict[str, Exception] = {}  # query id -> why HeadGuard stopped it
+
+
+def sources_of_query(query_id: str | None) -> list[_Source]:
+    """The ``head="sink"`` sources a running query reads (none for another query)."""
+    return list(_QUERY_SOURCES.get(query_id or "", []))
+
+
+def current_head(source: _Source) -> dict[int, int]:
+    """The stream's head now, as ``{segment_id: first readable offset}`` (a segment a truncation
+    deleted or is deleting: never readable), from the stream's catalog row: log and checksum
+    reads, no Spark job."""
+    return dict(head_offsets(source.controller.stream_record(source.scope, source.stream).truncation))
 
 
 def _field(obj, name: str):
@@ -499,10 +625,13 @@ def publish(controller: Controller, group: str, stream: str, cut: StreamCut) -> 
 # ---- the query -----------------------------------------------------------------------------------
 def read_stream(controller: Controller, scope: str, stream: str, start: CutOrName = "earliest",
                 reader_group: ReaderGroup | str | None = None, max_bytes_per_trigger: int | str | None = None,
-                max_files_per_trigger: int | None = None) -> DataFrame:
+                max_files_per_trigger: int | None = None, head: str = "plan") -> DataFrame:
     """``StreamManager.read_stream``: Delta's streaming source over the events table, readable
-    rows from the start cut, chunks assembled, rows below the head dropped (one head lookup and
-    one observed metric per batch), and the source registered with the session's listener."""
+    rows from the start cut, chunks assembled, rows below the head dropped (by the library's sink,
+    or by one head lookup in the plan: ``head``), one observed metric per batch, and the source
+    registered with the session's listener."""
+    if head not in HEAD_MODES:
+        raise InvalidConfigError(f"head must be one of {HEAD_MODES}, got {head!r}")
     record = controller.settled(scope, stream)
     records = controller.segment_records(scope, stream)
     store = controller.store
@@ -525,14 +654,21 @@ def read_stream(controller: Controller, scope: str, stream: str, start: CutOrNam
     events = raw.transform(readable_events)
     if isinstance(start, StreamCut):  # "earliest" is the head, which ``above_head`` keeps up to date
         events = events.transform(from_start, cut=start_cut, records=records)
-    plain = not record.truncation or '"head"' in record.truncation
-    head = head_map(store.streams(), stream_key(scope, stream), plain)
-    # after the chunks' branch is joined again: one head lookup and one metric per batch
-    source = _Source(controller, scope, stream, start_cut, group, path, uuid.uuid4().hex[:12], version + 1)
-    events = events.transform(assemble_chunks).transform(above_head, head=head, name=source.metric)
+    source = _Source(controller, scope, stream, start_cut, group, path, uuid.uuid4().hex[:12], version + 1, head=head)
+    # after the chunks' branch is joined again: one head lookup (in the plan) and one metric per batch
+    events = events.transform(assemble_chunks)
+    if head == "plan":
+        plain = not record.truncation or '"head"' in record.truncation
+        events = events.transform(above_head, head=head_map(store.streams(), stream_key(scope, stream), plain),
+                                  name=source.metric)
+    else:
+        events = events.transform(observed, name=source.metric)
+        _HEAD_IN_SINK[source.token] = source
+        HeadGuard.install(controller.spark)
     StreamListener.install(controller.spark).register(source)
-    log.info("read_stream %s from %s%s", record.scoped_name, start if isinstance(start, str) else start_cut,
-             f", publishing for reader group {group}" if group else "")
+    log.info("read_stream %s from %s%s%s", record.scoped_name, start if isinstance(start, str) else start_cut,
+             f", publishing for reader group {group}" if group else "",
+             ", the head applied by the library's sink" if head == "sink" else "")
     return events.transform(reader.select_read_columns, scope=scope, stream=stream)
 
 
@@ -559,6 +695,8 @@ def stream_progress(controller: Controller, query, timeout_seconds: float = 30.0
     """``StreamManager.stream_progress``: the query's cut after its last committed batch and the
     bytes from there to the tail, once the listeners have handled its progress so far."""
     _delta.wait_for_listeners(controller.spark, timeout_seconds)
+    if str(query.id) in _STOPPED_AT_START:
+        raise _STOPPED_AT_START[str(query.id)]
     progress = query.lastProgress
     if progress is None:
         return None
@@ -569,48 +707,3 @@ def stream_progress(controller: Controller, query, timeout_seconds: float = 30.0
         unread = controller.size_between(source.scope, source.stream, cut, "latest")
         return StreamProgress(f"{source.scope}/{source.stream}", _field(progress, "batchId"), cut, unread)
     return None
-
-
-# ---- sinks -------------------------------------------------------------------------------------
-def save(session, writer, path: str) -> None:
-    """``writer.save(path)`` under the table's commit lock when it is on the local file system
-    (``_delta.commit_lock``: processes appending to one table must not lose each other's commits)."""
-    with _delta.commit_lock(_delta.qualify(session, path)):
-        writer.save(path)
-
-
-def idempotent_delta_sink(path: str, app_id: str, **write_options):
-    """A ``foreachBatch`` function that appends each micro-batch to the Delta table at ``path``
-    exactly once: Delta's idempotent writes (``txnAppId=app_id``, ``txnVersion=batch_id``) skip
-    a batch that Spark replays after a failure.
-
-    Use a new ``app_id`` with a new checkpoint location (batch ids start again at 0). A batch
-    whose data files were vacuumed away raises ``TruncatedDataError``. An append that conflicts
-    with another writer of the table (e.g. two writers creating it at once) is retried: the
-    batch's application version makes a repeat a no-op, so several queries or processes may
-    share one sink, each with its own ``app_id``. The function may also be called directly, with
-    any increasing number as ``batch_id`` (``jobs/group_reader.py`` passes batch revisions).
-
-    Example:
-        >>> query = (manager.read_stream("iot", "sensors").writeStream
-        ...          .foreachBatch(ps.idempotent_delta_sink("/lake/sensors_copy", "sensors-copy"))
-        ...          .option("checkpointLocation", "/lake/_checkpoints/sensors-copy").start())
-    """
-    if not isinstance(app_id, str) or not app_id:
-        raise InvalidConfigError(f"app_id must be a non-empty string, got {app_id!r}")
-
-    def write(batch: DataFrame, batch_id: int) -> None:
-        writer = (batch.write.format("delta").mode("append").option("txnAppId", app_id)
-                  .option("txnVersion", int(batch_id)).options(**write_options))
-        try:
-            _delta.retrying(lambda: save(batch.sparkSession, writer, path), f"append batch {batch_id} to {path}")
-        except Exception as e:  # Spark's error for a data file that is gone
-            if "FAILED_READ_FILE" in str(e) or "FileNotFoundException" in str(e):
-                raise TruncatedDataError(
-                    f"micro-batch {batch_id} reads data files that are gone (truncated or compacted, then "
-                    "vacuumed): restart the query with a new checkpoint location from the stream's head "
-                    "(start='earliest') or a stream cut, and a new app_id") from e
-            raise
-        log.info("batch %d written to %s (txnAppId %s)", batch_id, path, app_id)
-
-    return write

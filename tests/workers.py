@@ -153,30 +153,32 @@ def run_compact(m: ps.StreamManager, a) -> None:
 
 
 def run_read_group(m: ps.StreamManager, a) -> None:
-    """Read as reader ID of group G until the end of data, appending each batch's events, with
-    the batch's revision and position, to the Delta table SINK (one commit per batch, so the
-    position lands with the events it covers). With --stall-after N (after N calls) or
-    --stall-file F (once F exists): stop with the next batch that holds events in hand,
-    unwritten, and wait to be killed."""
-    import json
-
+    """Read as reader ID of group G until the end of data, writing each batch through the
+    group's exactly-once sink at SINK (its rows and per-segment positions in one commit). With
+    --stall-after N (after N calls) or --stall-file F (once F exists): stop with the next batch
+    that holds events in hand, unwritten, and wait to be killed. A reader taken offline by the
+    others (silent too long) joins again, as an application would."""
     from pyspark.sql import functions as F
 
-    reader = m.reader_group(a.scope, a.group).create_reader(a.reader)
+    group = m.reader_group(a.scope, a.group)
+    reader, sink = group.create_reader(a.reader), group.delta_sink(a.sink)
     calls = 0
     while True:
-        batch = reader.read_next()
-        calls += 1
-        stall = (a.stall_after and calls > a.stall_after) or (a.stall_file and os.path.exists(a.stall_file))
-        if batch.ranges and stall:
-            print(f"STALLED {a.reader} {batch.revision} {batch.events.count()}", flush=True)
-            time.sleep(600)
-        if batch.ranges:
-            position = json.dumps({str(sid): off for sid, off in batch.position.items()})
-            (batch.events.select("routing_key", F.col("event").cast("string").alias("event"), "segment_id", "offset",
-                                 F.lit(a.reader).alias("reader"), F.lit(batch.revision).alias("revision"),
-                                 F.lit(position).alias("position"))
-             .write.format("delta").mode("append").save(a.sink))
+        try:
+            batch = reader.read_next()
+            calls += 1
+            stall = (a.stall_after and calls > a.stall_after) or (a.stall_file and os.path.exists(a.stall_file))
+            if batch.ranges and stall:
+                print(f"STALLED {a.reader} {batch.revision} {batch.events.count()}", flush=True)
+                time.sleep(600)
+            if batch.ranges:
+                sink.write(batch, batch.events.select(
+                    "scope", "stream", "routing_key", F.col("event").cast("string").alias("event"), "segment_id",
+                    "offset", F.lit(a.reader).alias("reader"), F.lit(batch.revision).alias("revision")))
+        except ps.ReaderNotInReaderGroupError as e:
+            print(f"REJOIN {a.reader} {e}", flush=True)
+            reader = group.create_reader(a.reader)
+            continue
         print(f"READ {a.reader} {batch.revision} {len(batch.ranges)} {batch.checkpoint}", flush=True)
         if batch.end_of_data:
             break

@@ -42,9 +42,12 @@ from .session import (
     estimated_size,
     in_session,
     is_stopped,
+    observed_if_done,
     plan_leaves,
     qualify,
     session_key,
+    streaming_query_id,
+    streaming_query_sink,
     wait_for_listeners,
 )
 from .storage import (
@@ -64,7 +67,7 @@ __all__ = [
     "DeltaBackend", "DeltaTransaction", "FileEntry", "PartitionSummary", "Removal", "Retry",
     "RetryPolicy", "TableState", "activate", "arrow_type", "clock", "commit_lock", "commit_times", "configure_session",
     "create_table", "delete_files", "estimated_size", "exists", "file_changes", "in_session",
-    "is_conflict", "is_stopped", "is_table", "latest", "local_dir", "plan_leaves", "qualify", "read", "read_rows",
+    "is_conflict", "is_stopped", "is_table", "latest", "local_dir", "observed_if_done", "plan_leaves", "qualify", "streaming_query_id", "streaming_query_sink", "read", "read_rows",
     "recent_changes", "remove_path", "removals", "replace", "retrying", "session_key", "set_clock", "summarize",
     "summarize_table", "table_state", "vacuum", "version", "wait_for_listeners",
 ]

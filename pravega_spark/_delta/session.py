@@ -104,3 +104,27 @@ def in_session(df: DataFrame, session: SparkSession) -> DataFrame:
         session._jsparkSession, df._jdf.queryExecution().analyzed())
     return ClassicDataFrame(jdf, session)
 
+
+
+def streaming_query_sink(spark: SparkSession, query_id: str) -> tuple[str, str] | None:
+    """The sink class name and the analyzed plan (as text) of an active streaming query of
+    ``spark``, or None if it is not active. Called from ``onQueryStarted``, which Spark runs in
+    the query's own thread before its first micro-batch."""
+    query = spark._jsparkSession.streams().get(query_id)
+    if query is None:
+        return None
+    execution = query.streamingQuery()
+    return execution.sink().getClass().getName(), execution.logicalPlan().toString()
+
+
+def streaming_query_id(spark: SparkSession) -> str | None:
+    """The id of the streaming query whose micro-batch this thread runs (a ``foreachBatch``
+    function runs in the query's thread), else None."""
+    return spark.sparkContext.getLocalProperty("sql.streaming.queryId")
+
+
+def observed_if_done(observation) -> dict | None:
+    """An ``Observation``'s metrics if an action on its DataFrame has finished, else None
+    (``Observation.get`` would wait for one forever)."""
+    done = observation._jo is not None and observation._jo.future().isCompleted()
+    return observation.get if done else None

@@ -3,7 +3,6 @@ read only after their predecessors (from offset 0), offline readers, checkpoints
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
 import time
@@ -11,7 +10,6 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from pyspark.sql import functions as F
 
 import pravega_spark as ps
 from jobs import reader_groups as reader_groups_job
@@ -247,29 +245,81 @@ def _lines(proc) -> list[str]:
     return out
 
 
+def _group_commits(spark, root: str) -> int:
+    """Commits to the group tables (the coordinator's and the members'), creations left out."""
+    versions = table_versions(spark, root)
+    return versions.get("_pravega/reader_groups", 0) + versions.get("_pravega/reader_group_members", 0)
+
+
+def _sink_rows(spark, sink: str) -> list:
+    rows = spark.read.format("delta").load(sink).collect()
+    return [(r.routing_key, r.event, r.segment_id, r.offset)
+            for r in sorted(rows, key=lambda r: (r.revision, r.segment_id, r.offset))]
+
+
+def _scale_current(manager, index: int) -> None:
+    """Split the current epoch's ``index``-th segment (by key) in two."""
+    segs = sorted(manager.segments("iot", "sensors", epoch=manager.stream_info("iot", "sensors").current_epoch)
+                  .collect(), key=lambda s: s.key_start)
+    s = segs[index]
+    middle = (s.key_start + s.key_end) / 2
+    manager.scale_stream("iot", "sensors", [s.segment_id], [(s.key_start, middle), (middle, s.key_end)])
+
+
 @pytest.mark.slow
-def test_two_reader_processes_across_scaling_then_one_killed_mid_batch(spark, manager, stream2, root, tmp_path):
+def test_three_reader_processes_tail_a_scaled_and_truncated_stream_at_pravegas_commit_rate(spark, manager, stream2,
+                                                                                           root, tmp_path):
+    """Pravega's write rule: readers commit group state only for ownership changes, checkpoints
+    and a refresh every 10 s, so three readers tailing a stream for a minute commit at most
+    0.15 times per reader per second, while the group's sink gets every event once, in key order."""
+    manager.create_reader_group("iot", "g", ps.ReaderGroupConfig({S: "earliest"}))
+    sink = str(tmp_path / "sink")
+    created = _group_commits(spark, root)
+    readers = ["A", "B", "C"]
+    procs = {r: spawn("read-group", "--root", root, "--reader", r, "--sink", sink, "--pause", "0.5") for r in readers}
+    group = manager.reader_group("iot", "g")
+    eventually(lambda: group.online_readers() == readers, timeout=180)  # JVMs started (their joins are counted)
+    written, started = 0, time.monotonic()
+    while time.monotonic() - started < 60:
+        _write(manager, written, n=60, keys=12)
+        written += 1
+        elapsed = time.monotonic() - started
+        if written == 8:
+            _scale_current(manager, 0)
+        if written == 14:  # truncate where the group has processed (its recorded positions)
+            manager.truncate_stream("iot", "sensors", group.get_stream_cuts()[S])
+        assert all(p.poll() is None for p in procs.values()), {r: p.stderr.read()[-2000:] for r, p in procs.items()
+                                                               if p.poll() is not None}
+        time.sleep(max(0.0, 2.5 - (time.monotonic() - started - elapsed)))
+    manager.seal_stream("iot", "sensors")
+    for r, p in procs.items():
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0 and f"DONE {r}" in out and "REJOIN" not in out, err[-3000:]
+    duration = time.monotonic() - started
+    commits = _group_commits(spark, root) - created
+    rate = commits / len(readers) / duration
+    print(f"group commits: {commits} in {duration:.0f} s: {rate:.3f} per reader per second")
+    assert rate <= 0.15
+    _check_exactly_once_in_key_order(_sink_rows(spark, sink), [f"{b}:{i:04d}" for b in range(written) for i in range(60)])
+
+
+@pytest.mark.slow
+def test_a_reader_killed_mid_batch_is_taken_over_after_the_silence_limit(spark, manager, stream2, root, tmp_path):
+    """A reader SIGKILLed with a batch in hand is not restarted: after the group's silence limit
+    the survivors take its segments at the offsets the sink holds, and the sink has every event
+    exactly once, in key order."""
     manager.scale_stream("iot", "sensors", [0, 1], [(0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0)])
     written = 0
     _write(manager, written, n=80, keys=16)
-    manager.create_reader_group("iot", "g", ps.ReaderGroupConfig({S: "earliest"},
-                                                                 automatic_checkpoint_interval=timedelta(seconds=5)))
+    manager.create_reader_group("iot", "g", ps.ReaderGroupConfig(
+        {S: "earliest"}, automatic_checkpoint_interval=None, position_refresh_interval=timedelta(seconds=2),
+        reader_silence_limit=timedelta(seconds=10)))
     group = manager.reader_group("iot", "g")
-    sinks, stall = {r: str(tmp_path / f"sink-{r}") for r in "AB"}, tmp_path / "stall-A"
-    procs = {r: spawn("read-group", "--root", root, "--reader", r, "--sink", sinks[r], "--pause", "0.2",
-                      *(["--stall-file", str(stall)] if r == "A" else [])) for r in "AB"}
+    sink, stall = str(tmp_path / "sink"), tmp_path / "stall-A"
+    procs = {r: spawn("read-group", "--root", root, "--reader", r, "--sink", sink, "--pause", "0.3",
+                      *(["--stall-file", str(stall)] if r == "A" else [])) for r in "ABC"}
     out_a = _lines(procs["A"])
-    eventually(lambda: group.online_readers() == ["A", "B"], timeout=120)
-    for written in range(1, 6):  # writes, a split and a merge while both readers read
-        _write(manager, written, n=80, keys=16)
-        segs = sorted(manager.segments("iot", "sensors", epoch=manager.stream_info("iot", "sensors").current_epoch)
-                      .collect(), key=lambda s: s.key_start)
-        if written == 2:
-            s = segs[1]
-            manager.scale_stream("iot", "sensors", [s.segment_id], [(s.key_start, 0.375), (0.375, s.key_end)])
-        elif written == 4:
-            manager.scale_stream("iot", "sensors", [segs[2].segment_id, segs[3].segment_id], [(0.375, 0.75)])
-    assert all(p.poll() is None for p in procs.values()) and manager.stream_info("iot", "sensors").current_epoch == 3
+    eventually(lambda: group.online_readers() == ["A", "B", "C"], timeout=120)
     while not any(ln.startswith("READ A") and int(ln.split()[3]) > 0 for ln in out_a):  # A has written a batch
         written += 1
         _write(manager, written, n=80, keys=16)
@@ -279,22 +329,52 @@ def test_two_reader_processes_across_scaling_then_one_killed_mid_batch(spark, ma
     while not any(line.startswith("STALLED") for line in out_a):
         written += 1
         _write(manager, written, n=80, keys=16)
-        assert procs["A"].poll() is None and written < 40
+        assert procs["A"].poll() is None and written < 60
+        time.sleep(0.5)
     procs["A"].send_signal(signal.SIGKILL)
     procs["A"].wait()
     assert int([ln for ln in out_a if ln.startswith("STALLED")][0].split()[3]) > 0  # it held events
-    a_rows = spark.read.format("delta").load(sinks["A"])
-    last = a_rows.orderBy(F.col("revision").desc()).first().position
-    group.reader_offline("A", {int(sid): off for sid, off in json.loads(last).items()})  # where its output ends
+    eventually(lambda: group.online_readers() == ["B", "C"], timeout=60)  # the survivors took it offline
+    written += 1
+    _write(manager, written, n=80, keys=16)
     manager.seal_stream("iot", "sensors")
-    out_b, err_b = procs["B"].communicate(timeout=300)
-    assert procs["B"].returncode == 0 and "DONE B" in out_b, err_b[-3000:]
-    rows = a_rows.unionByName(spark.read.format("delta").load(sinks["B"])).collect()
-    read = [(r.routing_key, r.event, r.segment_id, r.offset)
-            for r in sorted(rows, key=lambda r: (r.revision, r.segment_id, r.offset))]
-    assert {r.reader for r in rows} == {"A", "B"} and any(r.segment_id >> 32 == 3 and r.offset == 0 for r in rows)
+    for r in "BC":
+        out, err = procs[r].communicate(timeout=300)
+        assert procs[r].returncode == 0 and f"DONE {r}" in out, err[-3000:]
+    read = _sink_rows(spark, sink)
+    assert {r.reader for r in spark.read.format("delta").load(sink).select("reader").distinct().collect()} == set("ABC")
     _check_exactly_once_in_key_order(read, [f"{b}:{i:04d}" for b in range(written + 1) for i in range(80)])
     assert group.online_readers() == [] and group.get_stream_cuts() == {S: ps.StreamCut(S, {})}
+
+
+def test_a_zombie_reader_cannot_write_segments_it_no_longer_owns(spark, manager, stream2, tmp_path):
+    """``create_readers`` shares the segments in one commit; a reader declared dead (silent past
+    the limit) while it still runs is fenced in the group's sink: its batch is refused, the new
+    owner's is written, and the zombie's next read says it is offline."""
+    _write(manager, 0)
+    manager.create_reader_group("iot", "g", ps.ReaderGroupConfig(
+        {S: "earliest"}, automatic_checkpoint_interval=None, position_refresh_interval=timedelta(seconds=1),
+        reader_silence_limit=timedelta(seconds=2)))
+    group = manager.reader_group("iot", "g")
+    revision = group._state().revision
+    zombie, live = group.create_readers(["zombie", "live"])
+    assert group._state().revision == revision + 1  # one commit: both joined with a segment each
+    assert zombie.position() == {0: 0} and live.position() == {1: 0}
+    sink = group.delta_sink(str(tmp_path / "sink"))
+    held = zombie.read_next()  # in hand, not yet written
+    assert sink.write(live.read_next()) == 1
+    now = group._clock()
+    group._clock = lambda: now + 3_000  # the zombie stays silent past the limit
+    taken = live.read_next()  # refreshes, takes the zombie offline (fenced in the sink), reads its segment
+    assert group.online_readers() == ["live"]
+    with pytest.raises(ps.ReaderNotInReaderGroupError, match="handed to another reader"):
+        sink.write(held)
+    assert taken.ranges == {(S, 0): (0, held.ranges[(S, 0)][1])} and sink.write(taken) == 1
+    assert sink.write(taken) == 0  # a replay writes nothing
+    with pytest.raises(ps.ReaderNotInReaderGroupError, match="offline"):
+        zombie.read_next()
+    rows = spark.read.format("delta").load(sink.path)
+    assert rows.count() == 24 and rows.select("segment_id", "offset").distinct().count() == 24
 
 
 def test_segments_truncated_away_while_owned_are_left_for_the_head(manager, stream2, caplog):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 from collections import defaultdict
@@ -232,6 +233,72 @@ def test_truncations_under_a_running_query_above_and_below_its_position(manager,
         release.set()
         query.stop()
     sink.check_key_order()
+
+
+def test_a_head_sink_query_overtaken_by_a_truncation_drops_exactly_the_truncated_events(manager, stream2, tmp_path,
+                                                                                       caplog):
+    """``read_stream(head="sink")`` under ``ps.foreach_batch``: no head lookup in the plan; the
+    wrapper reads the head on the driver at each batch and drops exactly the events a truncation
+    removed after the query planned them (counted and warned), then goes on from the head."""
+    first, release = threading.Event(), threading.Event()
+    sink = Batches()
+
+    def held(df, batch_id):
+        sink(df, batch_id)
+        if batch_id == 0:
+            first.set()
+            assert release.wait(120)
+
+    a = []
+    for i in range(4):  # four commits of two files: the limit makes batch 0 the first commit
+        a += _write(manager, 20 * i, 20)
+    events = manager.read_stream(SCOPE, STREAM, max_files_per_trigger=2, head="sink")
+    assert "Subquery" not in events._jdf.queryExecution().analyzed().toString()  # no head in the plan
+    query = (events.writeStream.foreachBatch(ps.foreach_batch(held)).option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        assert first.wait(120)
+        delivered = sink.events()
+        assert delivered and set(delivered) < set(a)
+        manager.truncate_stream(SCOPE, STREAM, manager.tail_stream_cut(SCOPE, STREAM))  # above the query
+        c = _write(manager, 80, 20)
+        release.set()
+        eventually(lambda: sorted(sink.events()) == sorted(delivered + c), timeout=120)
+        dropped = [int(m.group(1)) for m in re.finditer(r"(\d+) events were truncated before the query", caplog.text)]
+        assert sum(dropped) == len(a) - len(delivered)
+        assert query.isActive and query.exception() is None
+        progress = manager.stream_progress(query)
+        assert progress is not None and progress.stream == f"{SCOPE}/{STREAM}"
+    finally:
+        release.set()
+        query.stop()
+    sink.check_key_order()
+
+
+def test_a_head_sink_dataframe_under_another_sink_stops_with_a_clear_error(manager, stream2, tmp_path, caplog):
+    """A ``head="sink"`` DataFrame written by a memory or console sink stops before its first
+    batch (no row delivered); under a foreachBatch function that is not the library's, after the
+    first batch. Each says why in one line, and ``stream_progress`` raises it."""
+    _write(manager, 0, 20)
+    for kind in ("memory", "console"):
+        writer = manager.read_stream(SCOPE, STREAM, head="sink").writeStream.format(kind)
+        query = (writer.queryName("copy") if kind == "memory" else writer).start()
+        eventually(lambda q=query: not q.isActive, timeout=60)
+        assert query.lastProgress is None  # no micro-batch ran
+        assert f"is written by {'MemorySink' if kind == 'memory' else 'ConsoleTable'}" in caplog.text or \
+            "does not apply the stream's head; the query was stopped before its first micro-batch" in caplog.text
+        with pytest.raises(ps.InvalidConfigError, match="head='sink'"):
+            manager.stream_progress(query)
+    assert manager.spark.sql("select count(*) from copy").first()[0] == 0
+    seen = Batches()
+    query = (manager.read_stream(SCOPE, STREAM, head="sink").writeStream.foreachBatch(seen)
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="200 milliseconds").start())
+    eventually(lambda: not query.isActive, timeout=60)
+    assert "reached a foreachBatch function that does not apply the stream's head" in caplog.text
+    with pytest.raises(ps.InvalidConfigError, match="ps.foreach_batch"):
+        manager.stream_progress(query)
+    with pytest.raises(ps.InvalidConfigError, match="head must be one of"):
+        manager.read_stream(SCOPE, STREAM, head="somewhere")
 
 
 def _file(segment: int, base: int, end: int, data_change: bool = True) -> dict:

@@ -569,7 +569,10 @@ class EventStreamReader:
 
     def position(self) -> Position:
         """This reader's segments and offsets: after the latest batch it returned."""
-        self._sync(self._group._state())
+        try:
+            self._sync(self._group._state())
+        except ReaderNotInReaderGroupError:
+            pass  # offline: where it stopped
         return _position(self._positions, len(self._streams) == 1)
 
     def close(self) -> None:

@@ -274,12 +274,11 @@ def test_three_reader_processes_tail_a_scaled_and_truncated_stream_at_pravegas_c
     0.15 times per reader per second, while the group's sink gets every event once, in key order."""
     manager.create_reader_group("iot", "g", ps.ReaderGroupConfig({S: "earliest"}))
     sink = str(tmp_path / "sink")
-    created = _group_commits(spark, root)
     readers = ["A", "B", "C"]
     procs = {r: spawn("read-group", "--root", root, "--reader", r, "--sink", sink, "--pause", "0.5") for r in readers}
     group = manager.reader_group("iot", "g")
-    eventually(lambda: group.online_readers() == readers, timeout=180)  # JVMs started (their joins are counted)
-    written, started = 0, time.monotonic()
+    eventually(lambda: group.online_readers() == readers, timeout=180)  # the JVMs started and joined
+    written, started, created = 0, time.monotonic(), _group_commits(spark, root)
     while time.monotonic() - started < 60:
         _write(manager, written, n=60, keys=12)
         written += 1

@@ -81,6 +81,11 @@ def test_invalid_streams_are_refused(streams, message):
     ({"automatic_checkpoint_interval": timedelta(0)}, "positive timedelta or None"),
     ({"automatic_checkpoint_interval": 30}, "positive timedelta or None"),
     ({"retention_type": "KEEP"}, "retention_type must be one of NONE, MANUAL_RELEASE_AT_USER_STREAMCUT"),
+    ({"position_refresh_interval": timedelta(0)}, "position_refresh_interval must be a positive timedelta"),
+    ({"position_refresh_interval": 10}, "position_refresh_interval must be a positive timedelta"),
+    ({"reader_silence_limit": timedelta(seconds=19)}, r"at least twice the position refresh interval \(0:00:20\)"),
+    ({"position_refresh_interval": timedelta(seconds=1), "reader_silence_limit": timedelta(milliseconds=1999)},
+     "reader_silence_limit must be None or a timedelta"),
 ])
 def test_invalid_settings_are_refused(kwargs, message):
     with pytest.raises(ps.InvalidConfigError, match=message):
@@ -98,3 +103,10 @@ def test_json_round_trip_equality_and_hash():
     assert ps.ReaderGroupConfig.from_json(ps.ReaderGroupConfig({S: "earliest"}, automatic_checkpoint_interval=None)
                                           .to_json()).automatic_checkpoint_interval is None
     assert "retention_type=MANUAL_RELEASE_AT_USER_STREAMCUT" in repr(config)
+    # Pravega's write rule: refresh every 10 s, readers silent for 60 s taken offline (None: never)
+    assert (config.position_refresh_interval, config.reader_silence_limit) == (timedelta(seconds=10),
+                                                                                timedelta(seconds=60))
+    tuned = ps.ReaderGroupConfig({S: "earliest"}, position_refresh_interval=timedelta(seconds=2),
+                                 reader_silence_limit=None)
+    again = ps.ReaderGroupConfig.from_json(tuned.to_json())
+    assert again == tuned and again.reader_silence_limit is None and again != ps.ReaderGroupConfig({S: "earliest"})

@@ -7,7 +7,8 @@ group's sink vs one process's ``read_events`` into a Delta table, and tailing re
 
 (a) Processes: a 4-segment stream of ``--events`` events of ~``--size`` B. Each round, two
     reader processes (own JVMs, ``local[1]`` each) join a group from the head to the tail and
-    wait; once both are ready they drain it with ``read_next`` into the group's exactly-once
+    wait; once both are ready (warmed up by a 500,000-row write and the events table's snapshot
+    loaded, as in the baseline's process) they drain it with ``read_next`` into the group's exactly-once
     sink (``ReaderGroup.delta_sink``) until the end of data. The baseline, in a process of its
     own (``local[2]``), appends ``read_events`` of the same rows to a Delta table. Set-up (the
     JVMs, creating the group, joining) is reported apart. Target >= 0.8x.
@@ -37,6 +38,7 @@ sys.path.insert(0, str(REPO))
 
 SCOPE, STREAM, S = "bench", "groups", "bench/groups"
 QUIET = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
+READER_MASTER = os.environ.get("BENCH_READER_MASTER", "local[1]")
 
 
 # ---- the worker processes ------------------------------------------------------------------------
@@ -46,16 +48,23 @@ def worker(argv) -> int:
     import pravega_spark as ps
 
     role, root = argv[0], argv[1]
-    spark = ps.spark_session(**QUIET, **{"spark.master": "local[2]" if role == "baseline" else "local[1]"})
+    spark = ps.spark_session(**QUIET, **{"spark.master": "local[2]" if role == "baseline" else READER_MASTER})
     spark.sparkContext.setLogLevel("ERROR")
     manager = ps.StreamManager(spark, root)
+    if role != "tail":  # part of the set-up: a fresh JVM's first large write runs twice as long (JIT)
+        from bench._common import source
+
+        scratch = f"{Path(root).parent}/warm-up-{os.getpid()}"
+        source(spark, 500_000, 200).write.format("delta").mode("append").save(scratch)
+        spark.read.format("delta").load(scratch).write.format("delta").mode("append").save(scratch + "-copy")
+        events = manager.read_events(SCOPE, STREAM)  # both sides load the events table's snapshot in set-up
     if role == "baseline":
         sink, go = argv[2], argv[3]
         print("READY", flush=True)
         while not os.path.exists(go):
             time.sleep(0.01)
         start = time.time()
-        manager.read_events(SCOPE, STREAM).write.format("delta").mode("append").save(sink)
+        events.write.format("delta").mode("append").save(sink)
         print(json.dumps({"start": start, "end": time.time()}), flush=True)
         return 0
     group_name, reader_id, sink_path, signal = argv[2], argv[3], argv[4], argv[5]
@@ -63,6 +72,7 @@ def worker(argv) -> int:
     reader, sink = group.create_reader(reader_id), group.delta_sink(sink_path)
     print("READY", flush=True)
     calls: list[float] = []
+    writing = 0.0
     if role == "reader":
         while not os.path.exists(signal):
             time.sleep(0.01)
@@ -72,15 +82,17 @@ def worker(argv) -> int:
         batch = reader.read_next()
         calls.append(time.perf_counter() - t)
         if batch.ranges:
+            t = time.perf_counter()
             sink.write(batch)
+            writing += time.perf_counter() - t
         if batch.end_of_data or (role == "tail" and os.path.exists(signal) and not batch.ranges):
             break
         if not batch.ranges:
             time.sleep(0.05 if role == "reader" else 0.5)
     end = time.time()
     reader.close()
-    print(json.dumps({"start": start, "end": end, "calls": len(calls), "read_next_ms": statistics.median(calls) * 1000}),
-          flush=True)
+    print(json.dumps({"start": start, "end": end, "calls": len(calls), "read_next_ms": statistics.median(calls) * 1000,
+                      "read_next_s": sum(calls), "write_s": writing}), flush=True)
     return 0
 
 
@@ -141,6 +153,9 @@ def processes(manager, root: str, args) -> None:
         go.touch()
         got = results(readers)
         drains.append(max(g["end"] for g in got) - min(g["start"] for g in got))
+        print("    round", r, "readers:", "; ".join(f"{g['end'] - g['start']:.2f}s ({g['calls']} calls: read_next "
+                                                   f"{g['read_next_s']:.2f}s, sink writes {g['write_s']:.2f}s)"
+                                                   for g in got), flush=True)
         rows = manager.spark.read.format("delta").load(f"{Path(root).parent}/sink-{r}").count()
         assert rows == args.events, (rows, args.events)
     print(f"(a) {args.events:,} events of ~{args.size} B, 4 segments: 2 reader processes into the group's sink vs "

@@ -288,7 +288,7 @@ class ReaderGroup:
                             for ref, off in owned[r].items()}
                 offsets[r] = {**recorded, **(positions or {}).get(r, {})}
             if fence and state.sink is not None:
-                sink = self.delta_sink_at(state.sink)
+                sink = self._sink_at(state.sink)
                 sunk = sink.fence([ref for r in online for ref in owned[r]], state.revision + 1)
                 if positions is None:
                     offsets = {r: {ref: max(off, sunk.get(ref, off)) for ref, off in o.items()} for r, o in offsets.items()}
@@ -318,9 +318,9 @@ class ReaderGroup:
         qualified = _delta.qualify(self._store.spark, path)
         if self._state().sink != qualified:
             self._update(lambda state: replace(state, sink=qualified), f"sink {qualified}")
-        return self.delta_sink_at(qualified)
+        return self._sink_at(qualified)
 
-    def delta_sink_at(self, path: str) -> ReaderGroupSink:
+    def _sink_at(self, path: str) -> ReaderGroupSink:
         return ReaderGroupSink(self._store.spark, path, f"{self.scoped_name}@{self.generation}")
 
     # ---- checkpoints and cuts ----------------------------------------------------------------

@@ -195,10 +195,9 @@ def test_group_cut_follows_the_query_and_drives_retention_truncation_and_vacuum(
 
 
 @pytest.mark.slow
-def test_truncations_under_a_running_query_above_and_below_its_position(manager, stream2, tmp_path, caplog):
-    """A running query, held inside its first batch, is overtaken by a truncation: its later
-    batches skip what was truncated (counted, warned) and go on from the head. A truncation
-    below its position later changes nothing for it."""
+def _held_first_batch():
+    """A ``Batches`` sink whose function holds batch 0 until ``release`` is set (``first``: it is
+    held): the sink, the function, and the two events."""
     first, release = threading.Event(), threading.Event()
     sink = Batches()
 
@@ -208,19 +207,40 @@ def test_truncations_under_a_running_query_above_and_below_its_position(manager,
             first.set()
             assert release.wait(120)
 
+    return sink, held, first, release
+
+
+def _four_commits(manager) -> list[bytes]:
+    """Four commits of two files each (a limit of two files makes batch 0 the first commit)."""
     a = []
-    for i in range(4):  # four commits of two files: the limit makes batch 0 the first commit
+    for i in range(4):
         a += _write(manager, 20 * i, 20)
+    return a
+
+
+def _overtake(manager, sink, first, release, a: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+    """With batch 0 held, truncate the stream at its tail (above the query) and write 20 more
+    events; release batch 0 and wait until they arrive: (the events batch 0 delivered, the new)."""
+    assert first.wait(120)
+    delivered = sink.events()
+    assert delivered and set(delivered) < set(a)
+    manager.truncate_stream(SCOPE, STREAM, manager.tail_stream_cut(SCOPE, STREAM))  # above the query
+    c = _write(manager, 80, 20)
+    release.set()
+    eventually(lambda: sorted(sink.events()) == sorted(delivered + c), timeout=120)
+    return delivered, c
+
+
+def test_truncations_under_a_running_query_above_and_below_its_position(manager, stream2, tmp_path, caplog):
+    """A running query, held inside its first batch, is overtaken by a truncation: its later
+    batches skip what was truncated (counted, warned) and go on from the head. A truncation
+    below its position later changes nothing for it."""
+    sink, held, first, release = _held_first_batch()
+    a = _four_commits(manager)
     query = (manager.read_stream(SCOPE, STREAM, max_files_per_trigger=2).writeStream.foreachBatch(held)
              .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="200 milliseconds").start())
     try:
-        assert first.wait(120)
-        delivered = sink.events()
-        assert delivered and set(delivered) < set(a)
-        manager.truncate_stream(SCOPE, STREAM, manager.tail_stream_cut(SCOPE, STREAM))  # above the query
-        c = _write(manager, 80, 20)
-        release.set()
-        eventually(lambda: sorted(sink.events()) == sorted(delivered + c), timeout=120)
+        delivered, c = _overtake(manager, sink, first, release, a)
         eventually(lambda: sum(m["truncated_rows"] or 0 for p in query.recentProgress for n, m in
                                p.observedMetrics.items() if n.startswith(streaming.OBSERVED)) == len(a) - len(delivered),
                    timeout=30)
@@ -240,30 +260,14 @@ def test_a_head_sink_query_overtaken_by_a_truncation_drops_exactly_the_truncated
     """``read_stream(head="sink")`` under ``ps.foreach_batch``: no head lookup in the plan; the
     wrapper reads the head on the driver at each batch and drops exactly the events a truncation
     removed after the query planned them (counted and warned), then goes on from the head."""
-    first, release = threading.Event(), threading.Event()
-    sink = Batches()
-
-    def held(df, batch_id):
-        sink(df, batch_id)
-        if batch_id == 0:
-            first.set()
-            assert release.wait(120)
-
-    a = []
-    for i in range(4):  # four commits of two files: the limit makes batch 0 the first commit
-        a += _write(manager, 20 * i, 20)
+    sink, held, first, release = _held_first_batch()
+    a = _four_commits(manager)
     events = manager.read_stream(SCOPE, STREAM, max_files_per_trigger=2, head="sink")
     assert "Subquery" not in events._jdf.queryExecution().analyzed().toString()  # no head in the plan
     query = (events.writeStream.foreachBatch(ps.foreach_batch(held)).option("checkpointLocation", str(tmp_path / "ck"))
              .trigger(processingTime="200 milliseconds").start())
     try:
-        assert first.wait(120)
-        delivered = sink.events()
-        assert delivered and set(delivered) < set(a)
-        manager.truncate_stream(SCOPE, STREAM, manager.tail_stream_cut(SCOPE, STREAM))  # above the query
-        c = _write(manager, 80, 20)
-        release.set()
-        eventually(lambda: sorted(sink.events()) == sorted(delivered + c), timeout=120)
+        delivered, c = _overtake(manager, sink, first, release, a)
         dropped = [int(m.group(1)) for m in re.finditer(r"(\d+) events were truncated before the query", caplog.text)]
         assert sum(dropped) == len(a) - len(delivered)
         assert query.isActive and query.exception() is None

@@ -151,6 +151,7 @@ def main() -> None:
         p95 = lat[min(len(lat) - 1, int(round(0.95 * (len(lat) - 1))))]
         print(f"commit-to-arrival latency, processingTime 1 s, {len(lat)} events: median "
               f"{statistics.median(lat) * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms")
+    spark.stop()  # before Python exits: the listener bus must not call back into a gone process
 
 
 if __name__ == "__main__":

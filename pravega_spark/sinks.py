@@ -17,6 +17,7 @@ when the query started, and stops a query of such a DataFrame that writes to any
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -49,13 +50,19 @@ def apply_head(batch: DataFrame, batch_id: int) -> tuple[DataFrame, Observation 
               (time.perf_counter() - started) * 1000)
     if not head:
         return batch, None
-    first = F.element_at(F.create_map(*[F.lit(v) for kv in sorted(head.items()) for v in kv]), F.col("segment_id"))
-    below = F.col("offset") < F.coalesce(first, F.lit(0))
+    below, above = _head_filter(tuple(sorted(head.items())))
     observation = Observation(f"pravega_spark_head_{source.token}_{batch_id}_{time.monotonic_ns()}")
-    events = (batch.select("*", below.alias("__below"))
-              .observe(observation, F.sum(F.col("__below").cast("long")).alias("truncated_rows"))
-              .where(~F.col("__below")).drop("__below"))
+    events = batch.observe(observation, F.sum(below.cast("long")).alias("truncated_rows")).where(above)
     return events, observation
+
+
+@functools.lru_cache(maxsize=64)
+def _head_filter(head: tuple[tuple[int, int], ...]):
+    """``(below, above)``: whether a row's offset is below its segment's first readable offset,
+    and the opposite, as columns parsed once per head (one JVM call: the head changes rarely)."""
+    entries = ", ".join(f"{int(sid)}L, {int(offset)}L" for sid, offset in head)
+    below = F.expr(f"offset < coalesce(element_at(map({entries}), segment_id), 0L)")
+    return below, ~below
 
 
 def report_head(observation: Observation | None, batch_id: int) -> int:

@@ -371,6 +371,7 @@ class _Source:
     failure: Exception | None = None
     head: str = "plan"  # who applies the head: the library's sink, or the plan (HEAD_MODES)
     applied: set = None  # head="sink": (query id, batch id) a library sink applied the head to
+    head_seen: tuple | None = None  # head="sink": (catalog version, head) last read by current_head
 
     def __post_init__(self) -> None:
         self.checked = {}
@@ -590,8 +591,14 @@ def sources_of_query(query_id: str | None) -> list[_Source]:
 def current_head(source: _Source) -> dict[int, int]:
     """The stream's head now, as ``{segment_id: first readable offset}`` (a segment a truncation
     deleted or is deleting: never readable), from the stream's catalog row: log and checksum
-    reads, no Spark job."""
-    return dict(head_offsets(source.controller.stream_record(source.scope, source.stream).truncation))
+    reads, no Spark job; kept per version of the catalog, so an unchanged catalog costs one log
+    listing."""
+    controller = source.controller
+    version = _delta.latest(controller.spark, controller.store.streams_path)
+    if source.head_seen is None or source.head_seen[0] != version:
+        head = dict(head_offsets(controller.stream_record(source.scope, source.stream).truncation))
+        source.head_seen = (version, head)
+    return dict(source.head_seen[1])
 
 
 def _field(obj, name: str):

@@ -248,9 +248,8 @@ class ReaderGroup:
 
     def _offline_silent(self, at: int, silence_ms: int, exclude: str | None = None) -> list[str]:
         state = self._state()
-        members = self._members(state)
-        silent = [r for r in state.online_readers if r != exclude
-                  and at - max(state.last_seen.get(r, 0), members.get(r, ({}, 0))[1]) >= silence_ms]
+        refreshed = {r: last for r, (_, last) in self._members(state).items()}
+        silent = [r for r in state.silent_readers(at, silence_ms, refreshed) if r != exclude]
         if not silent:
             return []
         gone = self._offline(silent, None, fence=True, what=f"offline silent readers {silent}")

@@ -194,9 +194,12 @@ class ReaderGroupState:
     def completed_checkpoint(self, name: str) -> Checkpoint | None:
         return next((c for c in self.checkpoints if c.name == name and c.complete), None)
 
-    def silent_readers(self, now_ms: int, silence_ms: int) -> list[str]:
-        """Online readers that have not joined or read for at least ``silence_ms``."""
-        return [r for r in self.online_readers if now_ms - self.last_seen.get(r, 0) >= silence_ms]
+    def silent_readers(self, now_ms: int, silence_ms: int, refreshed: Mapping[str, int] | None = None) -> list[str]:
+        """Online readers that have not joined, committed or (``refreshed``: reader -> ms of its
+        latest member-row refresh) refreshed for at least ``silence_ms``."""
+        refreshed = refreshed or {}
+        return [r for r in self.online_readers
+                if now_ms - max(self.last_seen.get(r, 0), refreshed.get(r, 0)) >= silence_ms]
 
     def automatic_checkpoint_due(self, now_ms: int, interval_ms: int | None) -> bool:
         """Pravega's rule: the interval has passed since the latest checkpoint started, and no

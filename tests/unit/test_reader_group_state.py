@@ -177,3 +177,11 @@ def test_silent_readers_by_their_last_call():
     legacy = json.loads(state.to_json())
     del legacy["last_seen"], legacy["last_checkpoint_ms"]  # a state stored before these fields
     assert ReaderGroupState.from_json(json.dumps(legacy)).last_checkpoint_ms == 0
+
+
+def test_silent_readers_count_joins_commits_and_member_refreshes():
+    state = ReaderGroupState.initial({}).add_reader("a", 0, "i-a").add_reader("b", 5_000, "i-b")
+    assert dict(state.incarnations) == {"a": "i-a", "b": "i-b"}
+    assert state.silent_readers(20_000, 20_000) == ["a"]
+    assert state.silent_readers(20_000, 15_000, {"a": 10_000}) == ["b"]  # a refreshed its member row at 10 s
+    assert state.remove_reader("a").incarnations == {"b": "i-b"}

@@ -24,7 +24,7 @@ holds (``fence``): exactly-once without replay. Per-key order across readers: so
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -114,14 +114,6 @@ class ReaderGroupSink:
         return written
 
     # ---- the positions of record ---------------------------------------------------------------
-    def positions(self, refs: Iterable[SegmentRef]) -> dict[SegmentRef, int]:
-        """The end offsets recorded for these segments (absent: nothing written for them)."""
-        if not _delta.exists(self.spark, self.path):
-            return {}
-        txn = _delta.DeltaTransaction(self.spark, self.path)
-        found = {ref: txn.app_version(self._app_id("pos", ref)) for ref in refs}
-        return {ref: off for ref, off in found.items() if off >= 0}
-
     def fence(self, refs: Iterable[SegmentRef], token: int) -> dict[SegmentRef, int]:
         """Hand ``refs`` over: one commit recording owner ``token`` for each (any later write by an
         owner with a lower token is refused), returning the end offsets recorded for them (read in
@@ -144,7 +136,7 @@ class ReaderGroupSink:
         return _delta.retrying(attempt, f"fence {len(refs)} segments of {self.group} in {self.path}")
 
 
-def _segments_in(refs: Mapping | Iterable[SegmentRef]):
+def _segments_in(refs: Iterable[SegmentRef]):
     cond = None
     for ref in refs:
         scope, stream = ref.stream.split("/")

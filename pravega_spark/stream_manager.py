@@ -434,16 +434,11 @@ class StreamManager:
                     max_files_per_trigger: int | None = None, head: str = "plan") -> DataFrame:
         """The stream's events as a Structured Streaming DataFrame, with ``read_events``' columns.
 
-        Built on Delta's streaming source over the events table: with ``writeStream`` and a
-        checkpoint location every event is delivered exactly once across restarts (Spark's offset
-        log; use ``ps.idempotent_delta_sink`` with ``foreachBatch`` for an exactly-once Delta
-        sink). Per routing key, a micro-batch never holds an event appended after one that a later
-        micro-batch holds; within a micro-batch ``(segment_id, offset)`` order is append order.
-        Control records and staged data (open transactions, uncommitted large events) never
-        appear; a large event arrives whole. A truncation below the query's position never fails
-        it; events truncated before the query read them are skipped with a warning (it resumes at
-        the head); data files vacuumed away make the query fail, and it must be restarted with a
-        new checkpoint location.
+        Delta's streaming source over the events table (``streaming.py`` has the details): with a
+        checkpoint location every event is delivered exactly once across restarts; per routing
+        key, a micro-batch never holds an event appended after one a later micro-batch holds;
+        staged data never appears and a large event arrives whole; events truncated before the
+        query read them are skipped with a warning (it resumes at the head).
 
         Args:
             scope: the stream's scope.
@@ -459,12 +454,10 @@ class StreamManager:
                 takes whole data files until it holds this many bytes; ``"64m"`` works too).
                 Per-key order holds across the batches it makes.
             max_files_per_trigger: rate limit in data files per micro-batch.
-            head: who drops the events below the stream's head in each micro-batch. ``"sink"``:
-                the library's ``foreachBatch`` sink (``ps.idempotent_delta_sink`` or
-                ``ps.foreach_batch(fn)``) reads the head on the driver with no Spark job, the
-                cheapest (a query writing this DataFrame to any other sink stops before its first
-                batch, with an error saying so). ``"plan"`` (default): a lookup in the query's
-                plan that Spark plans and runs again every micro-batch, for any sink.
+            head: who drops the events below the head in each micro-batch: ``"sink"``, the
+                library's sinks (``ps.idempotent_delta_sink``, ``ps.foreach_batch``) with no Spark
+                job (any other sink stops before its first batch); ``"plan"`` (default), a lookup
+                Spark runs again every micro-batch, for any sink.
 
         Raises:
             InvalidStreamCutError: ``start`` is not a cut of this stream.

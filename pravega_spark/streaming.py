@@ -409,13 +409,7 @@ class StreamListener(StreamingQueryListener):
 
     @classmethod
     def install(cls, spark) -> StreamListener:
-        with cls._lock:
-            key = _delta.session_key(spark)
-            listener = cls._installed.get(key)
-            if listener is None:
-                listener = cls._installed[key] = StreamListener()
-                spark.streams.addListener(listener)
-            return listener
+        return _install_once(cls, spark, StreamListener)
 
     def register(self, source: _Source) -> None:
         self.sources[source.token] = source
@@ -526,11 +520,7 @@ class HeadGuard(StreamingQueryListener):
 
     @classmethod
     def install(cls, spark) -> None:
-        with cls._lock:
-            key = _delta.session_key(spark)
-            if key not in cls._installed:
-                cls._installed[key] = guard = HeadGuard(spark)
-                spark.streams.addListener(guard)
+        _install_once(cls, spark, lambda: HeadGuard(spark))
 
     def onQueryStarted(self, event) -> None:
         try:
@@ -599,6 +589,18 @@ def current_head(source: _Source) -> dict[int, int]:
         head = dict(head_offsets(controller.stream_record(source.scope, source.stream).truncation))
         source.head_seen = (version, head)
     return dict(source.head_seen[1])
+
+
+def _install_once(cls, spark, make):
+    """The listener of class ``cls`` installed on ``spark``'s session (``cls._installed``, under
+    ``cls._lock``), made with ``make()`` and added the first time."""
+    with cls._lock:
+        key = _delta.session_key(spark)
+        listener = cls._installed.get(key)
+        if listener is None:
+            listener = cls._installed[key] = make()
+            spark.streams.addListener(listener)
+        return listener
 
 
 def _field(obj, name: str):

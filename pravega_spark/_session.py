@@ -54,6 +54,42 @@ def local_delta_jars(m2_repository: str | os.PathLike[str] | None = None) -> lis
     return [str(j) for j in jars] if all(j.is_file() for j in jars) else None
 
 
+# Hadoop's S3A connector for pyspark's Hadoop 3.4.2, with the AWS SDK bundle of that release (a
+# newer SDK breaks third-party stores): on the driver's and executors' class path when
+# ``make setup`` fetched them, so that ``s3a://`` roots work with no further setting. A class path
+# entry costs nothing until a class is loaded, and executors read the jars in place (``spark.jars``
+# would copy the 640 MB bundle into every executor).
+S3A_JARS = (
+    ("org.apache.hadoop", "hadoop-aws", "3.4.2"),
+    ("software.amazon.awssdk", "bundle", "2.29.52"),
+    ("software.amazon.s3.analyticsaccelerator", "analyticsaccelerator-s3", "1.2.1"),
+)
+CLASS_PATH_CONF = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
+# The put-if-absent Delta log store for object stores (``java/``; built by ``make setup``)
+LOG_STORE_CLASS = "pravegaspark.delta.ConditionalPutLogStore"
+LOG_STORE_SCHEMES = ("s3a", "s3")
+
+
+def s3a_jars(m2_repository: str | os.PathLike[str] | None = None) -> list[str] | None:
+    """Paths of the S3A connector's jars in the local Maven repository, or None when missing."""
+    repo = Path(m2_repository or maven_repository())
+    jars = [repo.joinpath(*group.split("."), artifact, version, f"{artifact}-{version}.jar")
+            for group, artifact, version in S3A_JARS]
+    return [str(j) for j in jars] if all(j.is_file() for j in jars) else None
+
+
+def log_store_jar() -> str | None:
+    """The jar of ``pravegaspark.delta.ConditionalPutLogStore`` (put-if-absent log commits on
+    object stores) when ``make setup`` built it, else None."""
+    jar = Path(__file__).parent / "_delta" / "jars" / "pravega-spark-logstore.jar"
+    return str(jar) if jar.is_file() else None
+
+
+def log_store_conf() -> dict[str, str]:
+    """The settings that make Delta commit to ``s3a://``/``s3://`` logs with put-if-absent."""
+    return {f"spark.delta.logStore.{scheme}.impl": LOG_STORE_CLASS for scheme in LOG_STORE_SCHEMES}
+
+
 LOOPBACK = "127.0.0.1"
 LOOPBACK_CONF = ("spark.driver.host", "spark.driver.bindAddress")
 
@@ -109,20 +145,86 @@ def spark_session(**spark_conf: str) -> SparkSession:
         master = "local[2]"
         builder = builder.master(master)
     conf = {k: v for k, v in LOCAL_DEFAULTS.items() if k not in given}
-    if master.startswith("local"):  # a local driver listens on loopback only
+    if master.startswith("local"):  # a local driver (and a local-cluster's executors) on loopback only
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
         conf.update({k: LOOPBACK for k in LOOPBACK_CONF if k not in given})
+    if master.startswith("local-cluster"):
+        # its Workers build executors from $SPARK_HOME/jars: the pip package's own directory
+        import pyspark
+
+        os.environ.setdefault("SPARK_HOME", os.path.dirname(pyspark.__file__))
     conf.update(spark_conf)
-    if "spark.jars" not in conf and "spark.jars.packages" not in conf:
+    if "spark.jars" not in conf and "spark.jars.packages" not in conf and "spark.jars" not in given:
         jars = local_delta_jars()
         if jars:
-            conf["spark.jars"] = ",".join(jars)
+            conf["spark.jars"] = ",".join(jars + [j for j in [log_store_jar()] if j])
         else:
             log.warning("Delta jars not found in %s (run `make setup`); asking Spark to fetch %s",
                         maven_repository(), delta_artifact())
             conf["spark.jars.packages"] = delta_artifact()
+    if log_store_jar() and log_store_jar() in conf.get("spark.jars", ""):
+        conf.update({k: v for k, v in log_store_conf().items() if k not in conf and k not in given})
+    aws = s3a_jars()
+    if aws:
+        conf.update({k: ":".join(aws) for k in CLASS_PATH_CONF if k not in conf and k not in given})
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("PRAVEGA_SPARK_SPARK_LOG_LEVEL", "ERROR"))
     return session
+
+
+_SHIPPED: set[str] = set()  # application ids of the SparkContexts already checked
+
+
+def on_databricks() -> bool:
+    """Whether this process runs on a Databricks cluster (libraries are installed there)."""
+    return "DATABRICKS_RUNTIME_VERSION" in os.environ
+
+
+def ship_package(spark: SparkSession) -> bool:
+    """Make ``pravega_spark`` importable in the executors' Python workers, once per SparkContext.
+
+    The write path's Arrow tasks and the large events' UDFs run there. A local master's workers
+    run this machine's interpreter (``PYSPARK_PYTHON``) and need nothing. On any other master one
+    small job asks the executors whether they can import the package; if some cannot, a zip of the
+    package is added with ``SparkContext.addPyFile`` (Spark ships it to every executor, present
+    and future). Never done on Databricks, where cluster libraries (or ``%pip``) are the norm.
+
+    Returns:
+        True when the package was shipped by this call.
+    """
+    sc = spark.sparkContext
+    master = sc.master
+    if on_databricks() or master == "local" or master.startswith("local[") or sc.applicationId in _SHIPPED:
+        return False
+    import importlib.util
+
+    slots = max(1, sc.defaultParallelism)
+    # the mapped functions are the standard library's (pickled by name): a function of this
+    # package could not be unpickled where the package is missing
+    found = sc.parallelize(["pravega_spark"] * slots, slots).map(importlib.util.find_spec).map(bool).collect()
+    _SHIPPED.add(sc.applicationId)
+    if all(found):
+        return False
+    sc.addPyFile(package_zip())
+    log.info("pravega_spark: %d of %d executor slots could not import the package; shipped it with addPyFile",
+             found.count(False), len(found))
+    return True
+
+
+def package_zip() -> str:
+    """A zip of the installed ``pravega_spark`` package (its Python files and jars), made once per
+    process in a temporary folder."""
+    import tempfile
+    import zipfile
+
+    package = Path(__file__).parent
+    target = Path(tempfile.gettempdir()) / f"pravega_spark-{os.getpid()}" / "pravega_spark.zip"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(package.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    archive.write(path, path.relative_to(package.parent))
+    return str(target)

@@ -11,9 +11,10 @@ commit fixes each file's base (``routing.place_files``).
 
 Measured against the alternative that keeps the payloads in the JVM (a running-sum UDF over the
 narrow columns, then Delta's own file writer): 1.3x a raw Delta append against 0.56x
-(docs/ARCHITECTURE.md, "Layout v2"). It needs the tasks to reach the table's storage from Python,
-so it is used for stores on a local or mounted file system (``local_table_dir``); any other store
-is written through Delta's writer (``appender.Appender.write_with_spark``).
+(docs/ARCHITECTURE.md, "Layout v2"). It needs the tasks to reach the table's storage from Python
+(``TaskStorage``): a local or mounted file system (``file:``, ``/Volumes/...``, ``/dbfs/...``), or
+S3 through pyarrow's own S3 file system with the session's S3A endpoint and keys. Any other store
+(``abfss://``, ``dbfs:/``) is written through Delta's writer (``appender.Appender.write_with_spark``).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ import json
 import os
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from ._delta.files import arrow_type
 from .schema import EVENTS_SCHEMA, HEADER_SIZE, MAX_EVENT_SIZE, RECORD_EVENT, UNPLACED
@@ -41,12 +43,57 @@ TASK_BUFFER_BYTES = 64 << 20
 
 
 def local_table_dir(table_path: str) -> str | None:
-    """The local directory of a table at ``table_path`` (a qualified ``file:`` URI), or None for a
-    store that Python tasks cannot open as plain files (``s3a://``, ``abfss://``, ``dbfs:/``...)."""
+    """The local directory of a table at ``table_path`` (a qualified URI), or None for a store that
+    Python tasks cannot open as plain files (``s3a://``, ``abfss://``, ``dbfs:/``...). Databricks'
+    ``dbfs:/Volumes/...`` is its local mount ``/Volumes/...`` when that is mounted."""
     parsed = urlparse(table_path)
-    if parsed.scheme != "file":
+    if parsed.scheme == "file":
+        return unquote(parsed.path)
+    if parsed.scheme == "dbfs" and parsed.path.startswith("/Volumes/") and os.path.isdir("/Volumes"):
+        return unquote(parsed.path)
+    return None
+
+
+_FILESYSTEMS: dict = {}  # per Python worker: one pyarrow file system per storage
+
+
+@dataclass(frozen=True)
+class TaskStorage:
+    """Where a write's tasks put their files: a local directory, or a folder of an S3 bucket.
+
+    Attributes:
+        base: the table's local directory, or ``bucket/key`` on S3.
+        s3: ``pyarrow.fs.S3FileSystem`` keyword arguments (as sorted items), None for local.
+    """
+
+    base: str
+    s3: tuple | None = None
+
+    def __repr__(self) -> str:  # never the keys
+        return f"TaskStorage({'s3://' if self.s3 is not None else ''}{self.base})"
+
+    def path(self, relative: str) -> str:
+        return os.path.join(self.base, relative) if self.s3 is None else f"{self.base}/{relative}"
+
+    def filesystem(self):
+        import pyarrow.fs as pafs
+
+        fs = _FILESYSTEMS.get(self.s3)
+        if fs is None:
+            fs = _FILESYSTEMS[self.s3] = pafs.LocalFileSystem() if self.s3 is None else pafs.S3FileSystem(**dict(self.s3))
+        return fs
+
+
+def task_storage(table_path: str, s3_options: dict | None) -> TaskStorage | None:
+    """The storage a write's tasks can reach for the table at ``table_path``: its local directory,
+    or its S3 folder with ``s3_options`` (``_delta.pyarrow_s3_options``); None otherwise."""
+    local = local_table_dir(table_path)
+    if local is not None:
+        return TaskStorage(local)
+    if s3_options is None:
         return None
-    return parsed.path  # Hadoop's Path prints it decoded
+    parsed = urlparse(table_path)
+    return TaskStorage(f"{parsed.netloc}{unquote(parsed.path)}".rstrip("/"), tuple(sorted(s3_options.items())))
 
 
 def write_time_of(now: datetime) -> datetime:
@@ -76,14 +123,16 @@ def _arrow_schema():
 class _SegmentFile:
     """One open Parquet file of a task: the events it appended to one segment."""
 
-    def __init__(self, table_dir: str, segment_id: int, task: int, schema, compression: str) -> None:
+    def __init__(self, storage: TaskStorage, segment_id: int, task: int, schema, compression: str) -> None:
         import pyarrow.parquet as pq
 
         self.relative = (f"segment_id={segment_id}/base_offset={UNPLACED - task}/end_offset={UNPLACED}/"
                          f"part-{task:05d}-{uuid.uuid4()}.c000.{compression}.parquet")
-        full = os.path.join(table_dir, self.relative)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        self.full = full
+        self.full = storage.path(self.relative)
+        if storage.s3 is None:
+            os.makedirs(os.path.dirname(self.full), exist_ok=True)
+        self._fs = storage.filesystem()
+        self._sink = self._fs.open_output_stream(self.full)
         self.segment_id = segment_id
         self.task = task
         self.first_end = 0  # the end of its first event, relative to the task's extent
@@ -93,7 +142,7 @@ class _SegmentFile:
         self.pending: list = []  # tables not yet written
         self.pending_bytes = 0
         self._writer = pq.ParquetWriter(
-            full, schema, compression=compression,
+            self._sink, schema, compression=compression,
             use_dictionary=["routing_key", "writer_id"],
             write_statistics=["rel_offset", "rel_next_offset", "record_type", "write_time"])
 
@@ -115,7 +164,8 @@ class _SegmentFile:
     def discard(self) -> None:
         try:
             self._writer.close()
-            os.remove(self.full)
+            self._sink.close()
+            self._fs.delete_file(self.full)
         except OSError:
             pass
 
@@ -123,6 +173,8 @@ class _SegmentFile:
         """Close the file; returns its add action (JSON entry, placeholder partition values)."""
         self.flush()
         self._writer.close()
+        size = self._sink.tell()
+        self._sink.close()  # on S3: the upload completes here
         stamp = _stats_time(write_time_us)
         stats = {"numRecords": self.count,
                  "minValues": {"rel_offset": 0, "rel_next_offset": self.first_end, "record_type": RECORD_EVENT,
@@ -135,7 +187,7 @@ class _SegmentFile:
             "path": self.relative,
             "partitionValues": {"segment_id": str(self.segment_id), "base_offset": str(UNPLACED - self.task),
                                 "end_offset": str(UNPLACED)},
-            "size": os.path.getsize(self.full),
+            "size": size,
             "modificationTime": int(time.time() * 1000),
             "dataChange": True,
             "stats": json.dumps(stats, separators=(",", ":")),
@@ -176,13 +228,13 @@ def frame_batch(batch, extents: dict[int, int]):
     return out
 
 
-def write_task_files(batches, *, table_dir: str, writer_id: str, write_time_us: int, compression: str = "snappy"):
+def write_task_files(batches, *, storage: TaskStorage, writer_id: str, write_time_us: int, compression: str = "snappy"):
     """The ``mapInArrow`` function of a write: append this task's events to one file per segment.
 
     Args:
         batches: the task's rows as Arrow record batches with ``segment_id``, ``routing_key``,
             ``event`` (in the DataFrame's order: per key, the append order).
-        table_dir: the events table's local directory.
+        storage: where the events table's files go.
         writer_id: stamped on every event.
         write_time_us: the write's time (epoch microseconds, whole milliseconds).
         compression: Parquet codec.
@@ -216,7 +268,7 @@ def write_task_files(batches, *, table_dir: str, writer_id: str, write_time_us: 
                     pa.nulls(n, pa.int64())], schema=schema)
                 seg = files.get(sid)
                 if seg is None:
-                    seg = files[sid] = _SegmentFile(table_dir, sid, task, schema, compression)
+                    seg = files[sid] = _SegmentFile(storage, sid, task, schema, compression)
                     seg.first_end = int(ends[0])
                 seg.append(table, int(offsets[-1]), int(ends[-1]))
                 if seg.pending_bytes >= ROW_GROUP_BYTES:

@@ -26,7 +26,7 @@ from pyspark.sql.types import BinaryType, StringType
 from . import _delta
 from ._delta import SESSION_CONF
 from ._failpoints import failpoint
-from ._task_files import TASK_OUTPUT_DDL, local_table_dir, write_task_files, write_time_of
+from ._task_files import TASK_OUTPUT_DDL, TaskStorage, task_storage, write_task_files, write_time_of
 from .controller import Controller
 from .errors import EventTooLargeError, InvalidConfigError, InvalidEventError
 from .routing import (
@@ -123,7 +123,7 @@ class Appender:
         session: its own Spark session (``WRITER_CONF``), sharing the cluster.
         retry: the policy of its fenced commits.
         task_files: whether a write's Spark tasks write its files themselves (``_task_files``:
-            for stores on a local or mounted file system), rather than Delta's writer after an
+            for stores on a local or mounted file system and S3), rather than Delta's writer after an
             offsets' UDF.
     """
 
@@ -350,9 +350,10 @@ class Appender:
         if is_small(events):
             # a few events (a notebook's handful, a write_event): one task, so one file per segment
             events = events.coalesce(1)
-        table_dir = local_table_dir(txn.path) if self.task_files else None
-        if table_dir is not None:
-            return self._write_task_files(events, segments, table_dir)
+        storage = (task_storage(txn.path, _delta.pyarrow_s3_options(self.session, txn.path))
+                   if self.task_files else None)
+        if storage is not None:
+            return self._write_task_files(events, segments, storage)
         prepared = (events
                     .transform(with_key_position)
                     .transform(with_segment_id, segments=segments)
@@ -370,10 +371,10 @@ class Appender:
             raise
         return [pending_file(f) for f in files]
 
-    def _write_task_files(self, events: DataFrame, segments, table_dir: str) -> list[PendingFile]:
+    def _write_task_files(self, events: DataFrame, segments, storage: TaskStorage) -> list[PendingFile]:
         """``write_with_spark`` with the files written by the job's tasks (pyarrow)."""
         write_time = write_time_of(datetime.now(timezone.utc))
-        task = functools.partial(write_task_files, table_dir=table_dir, writer_id=self.writer_id,
+        task = functools.partial(write_task_files, storage=storage, writer_id=self.writer_id,
                                  write_time_us=int(write_time.timestamp() * 1_000_000))
         routed = (events
                   .transform(with_key_position)

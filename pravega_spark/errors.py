@@ -144,6 +144,17 @@ class TableLocationError(PravegaSparkError):
     plain file, or a folder with files no Delta writer makes): nothing was written there."""
 
 
+class StorageAccessError(PravegaSparkError):
+    """A store's storage cannot be used: its endpoint does not answer, it refuses the credentials,
+    or its bucket (container) does not exist. Raised by ``StreamManager(...)`` before any write."""
+
+
+class UnsafeLogStoreError(InvalidConfigError):
+    """An object-store root whose Delta log store is not put-if-absent (Delta's default
+    ``S3SingleDriverLogStore``): a commit could be lost to a concurrent writer process, so the
+    store is not used. The message names the setting to add."""
+
+
 class RetriesExhaustedError(PravegaSparkError):
     """A commit kept conflicting with concurrent writers; nothing was written by this call."""
 

@@ -35,6 +35,7 @@ from . import (
     workflows,
 )
 from . import epochs as epochs_mod
+from ._session import ship_package
 from ._store import Store
 from .autoscale_service import AutoscaleOutcome
 from .config import StreamConfiguration
@@ -90,6 +91,8 @@ class StreamManager:
         # a relative root ("lake") is made absolute here, once: Delta reads a relative path as a
         # table name
         self.root = _delta.qualify(spark, str(root))
+        _delta.check_root(spark, self.root)  # reachable, and put-if-absent commits on object stores
+        ship_package(spark)  # executors that cannot import pravega_spark get it (once per context)
         # checksum files list application versions and small tables' files (``_delta.SESSION_CONF``)
         _delta.configure_session(spark)
         store = Store(spark, self.root)

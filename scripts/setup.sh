@@ -35,3 +35,44 @@ if [ ! -f "$DELTA_JAR" ]; then
 else
   echo "[setup] Delta jars present in $M2_REPO"
 fi
+
+# The object-store tier: Hadoop's S3A connector matching pyspark's Hadoop (3.4.2) and the AWS SDK
+# bundle it needs (put on the class path by pravega_spark._session, not shipped in spark.jars),
+# and the local S3 server's class path (scripts/local_s3.sh).
+for coord in org.apache.hadoop:hadoop-aws:3.4.2 software.amazon.awssdk:bundle:2.29.52 \
+             software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:1.2.1; do
+  IFS=: read -r group artifact version <<<"$coord"
+  jar="$M2_REPO/${group//.//}/$artifact/$version/$artifact-$version.jar"
+  if [ ! -f "$jar" ]; then
+    echo "[setup] fetching $coord into $M2_REPO"
+    mvn -B -q -Dstyle.color=never dependency:get -Dartifact="$coord" -Dtransitive=false -Dmaven.repo.local="$M2_REPO"
+  fi
+done
+S3PROXY_CP=.local_s3/classpath
+if [ ! -s "$S3PROXY_CP" ]; then
+  echo "[setup] resolving the local S3 server (S3Proxy) into $M2_REPO"
+  mkdir -p .local_s3
+  mvn -B -q -Dstyle.color=never -f scripts/s3proxy/pom.xml dependency:build-classpath \
+    -Dmdep.outputFile="$PWD/$S3PROXY_CP" -Dmaven.repo.local="$M2_REPO"
+else
+  echo "[setup] S3 connector and local S3 server present"
+fi
+
+# The put-if-absent Delta log store for object stores (java/): compiled against pyspark's Hadoop
+# and Delta's storage jar, into the package (pravega_spark._session adds it to spark.jars).
+LOGSTORE_JAR=pravega_spark/_delta/jars/pravega-spark-logstore.jar
+LOGSTORE_SRC=java/pravegaspark/delta/ConditionalPutLogStore.java
+if [ ! -f "$LOGSTORE_JAR" ] || [ "$LOGSTORE_SRC" -nt "$LOGSTORE_JAR" ]; then
+  echo "[setup] building $LOGSTORE_JAR"
+  PYSPARK_JARS="$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"
+  build="$(mktemp -d)"
+  javac --release 17 -nowarn -d "$build" \
+    -cp "$PYSPARK_JARS/hadoop-client-api-3.4.2.jar:$M2_REPO/io/delta/delta-storage/4.4.0/delta-storage-4.4.0.jar" \
+    "$LOGSTORE_SRC"
+  mkdir -p "$(dirname "$LOGSTORE_JAR")"
+  jar cf "$LOGSTORE_JAR" -C "$build" .
+  rm -rf "$build"
+fi
+
+# Executors of a local-cluster master write their logs under pyspark's work/ folder: start clean.
+rm -rf "$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/work"

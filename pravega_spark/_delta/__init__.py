@@ -50,6 +50,7 @@ from .session import (
     streaming_query_sink,
     wait_for_listeners,
 )
+from .object_store import check_root, pyarrow_s3_options
 from .storage import (
     commit_lock,
     delete_files,
@@ -64,7 +65,7 @@ from .transaction import DeltaTransaction, create_table
 
 __all__ = [
     "CONFLICTS", "DEFAULT_RETRY", "SESSION_CONF", "AppVersion", "ClassicBackend", "CommitMetrics",
-    "DeltaBackend", "DeltaTransaction", "FileEntry", "PartitionSummary", "Removal", "Retry",
+    "DeltaBackend", "DeltaTransaction", "FileEntry", "check_root", "pyarrow_s3_options", "PartitionSummary", "Removal", "Retry",
     "RetryPolicy", "TableState", "activate", "arrow_type", "clock", "commit_lock", "commit_times", "configure_session",
     "create_table", "delete_files", "estimated_size", "exists", "file_changes", "in_session",
     "is_conflict", "is_stopped", "is_table", "latest", "local_dir", "observed_if_done", "plan_leaves", "qualify", "streaming_query_id", "streaming_query_sink", "read", "read_rows",

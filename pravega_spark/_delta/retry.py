@@ -62,10 +62,13 @@ def is_conflict(exc: BaseException) -> bool:
     """Whether ``exc`` is one of Delta's optimistic-concurrency conflicts."""
     if isinstance(exc, CONFLICTS):
         return True
-    # Table creation races surface as a file-already-exists from the log store; conflicts from a
-    # transaction driven through the JVM (see ``DeltaTransaction``) arrive as a Py4J error naming them.
+    # Table creation races surface as a file-already-exists from the log store, and a lost
+    # put-if-absent on S3 as HTTP 412 (S3A's RemoteFileChangedException) when a log store passes
+    # it on; conflicts from a transaction driven through the JVM (see ``DeltaTransaction``) arrive
+    # as a Py4J error naming them.
     text = str(exc)
     return ("FileAlreadyExistsException" in text or "DELTA_CONCURRENT" in text
+            or "RemoteFileChangedException" in text or "PreconditionFailed" in text
             or any(f"exceptions.{cls.__name__}" in text for cls in CONFLICTS))
 
 

@@ -1,13 +1,19 @@
 """Append/read throughput vs raw Delta, and metadata cost vs history length.
 
     .venv/bin/python bench/append_read.py [--events 1000000] [--size 200] [--root /tmp/bench]
+    scripts/local_s3.sh start > /tmp/s3.env
+    .venv/bin/python bench/append_read.py --root s3a://pravega/bench --settings /tmp/s3.env --skip-history
 
 Prints, for the same rows in the same process:
   1. write_events of N events (~SIZE bytes, 4 segments) vs a raw Delta append of the same rows
      routed and partitioned the same way (target: >= 0.8x raw throughput), then the same with
      events of 1 KiB (``--sizes``);
+     On an object store (``--root s3a://...``, the session's settings from ``--settings``: the
+     ``KEY=value`` lines of ``scripts/local_s3.sh start``) the same, plus the fallback path
+     (Delta's writer after the offsets' UDF) against the same raw append (target >= 0.8x);
   2. read_events between two cuts vs a plain Delta read of the same rows (the README's SQL:
-     absolute offsets from ``base_offset``, the same range filter; target >= 0.9x);
+     absolute offsets from ``base_offset``, the same range filter; target >= 0.9x), and of the
+     whole stream vs a plain read of the whole table (target >= 0.8x);
   3. successors() and tail_stream_cut() on a 500-epoch stream vs a 5-epoch stream (target <= 2x).
      Both histories are built with the same bulk builder (one commit per table rather than four
      per scale, to keep the run short); Delta checkpoints every 10 commits, so a history built by
@@ -21,6 +27,7 @@ import shutil
 import statistics
 import sys
 import time
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -48,7 +55,7 @@ def timed(fn, repeat=1):
     return min(times), result
 
 
-def bench_append_read(spark, root: str, events: int, size: int, rounds: int = 3):
+def bench_append_read(spark, root: str, events: int, size: int, rounds: int = 3, fallback: bool = False):
     manager = ps.StreamManager(spark, root)
     manager.create_scope("bench")
     manager.create_stream("bench", "append", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
@@ -67,12 +74,19 @@ def bench_append_read(spark, root: str, events: int, size: int, rounds: int = 3)
                .transform(with_segment_id, segments=segments).drop("key_position"))
     # alternate raw and ours; keep each one's best (the first large job of each warms the JIT, and
     # a 2-core machine's timings vary by tens of percent from run to run)
-    raw_times, our_times = [], []
+    raw_times, our_times, fallback_times = [], [], []
+    slow = None
+    if fallback:  # a second writer on Delta's writer (the path of stores pyarrow cannot open)
+        slow = manager.create_event_writer("bench", "append", writer_id="fallback")
+        slow.appender.task_files = False
+        slow.write_events(source(spark, 1000, size))
     for _ in range(rounds):
         raw_times.append(timed(lambda: raw_src.write.format("delta").partitionBy("segment_id")
                                .mode("append").save(raw_path))[0])
         t, result = timed(lambda: w.write_events(source(spark, events, size)))
         our_times.append(t)
+        if slow is not None:
+            fallback_times.append(timed(lambda: slow.write_events(source(spark, events, size)))[0])
     raw_t, ours_t = min(raw_times), min(our_times)
     print(f"append  {events:,} events x ~{size} B over 4 segments (best of {rounds} each)")
     print(f"  raw Delta append : {raw_t:7.2f} s  {events / raw_t:12,.0f} events/s")
@@ -81,7 +95,11 @@ def bench_append_read(spark, root: str, events: int, size: int, rounds: int = 3)
     print(f"  runs: raw {', '.join(f'{t:.2f}' for t in raw_times)}; ours {', '.join(f'{t:.2f}' for t in our_times)}")
     print(f"  ratio ours/raw throughput: {raw_t / ours_t:.2f}x best/best, "
           f"{statistics.median(raw_times) / statistics.median(our_times):.2f}x median/median (target >= 0.8x)")
-    return manager, result
+    if fallback_times:
+        print(f"  fallback (Delta's writer) runs: {', '.join(f'{t:.2f}' for t in fallback_times)}; ratio "
+              f"{raw_t / min(fallback_times):.2f}x best/best, "
+              f"{statistics.median(raw_times) / statistics.median(fallback_times):.2f}x median/median")
+    return manager, w.write_event(b"-", routing_key="end")
 
 
 def bench_read(spark, manager, result) -> None:
@@ -125,6 +143,25 @@ def bench_read(spark, manager, result) -> None:
     print(f"  ratio ours/raw throughput: {raw_r / ours_r:.2f}x (target >= 0.9x)")
     print(f"  first read_events of these cuts (empty metadata cache, boundary probe): {cold_r:7.2f} s "
           f"({raw_r / cold_r:.2f}x)")
+
+    def raw_whole():
+        events_view(spark.read.format("delta").load(manager.controller.store.events_path("bench", "append"))
+                    ).write.format("noop").mode("overwrite").save()
+
+    def our_whole():
+        manager.read_events("bench", "append").write.format("noop").mode("overwrite").save()
+
+    raw_whole()
+    our_whole()
+    raw_times, our_times = [], []
+    for _ in range(3):  # alternating
+        raw_times.append(timed(raw_whole)[0])
+        our_times.append(timed(our_whole)[0])
+    total = manager.read_events("bench", "append").count()
+    print(f"read    the whole stream, {total:,} events (alternating, 3 each)")
+    print(f"  runs: raw {', '.join(f'{t:.2f}' for t in raw_times)}; ours {', '.join(f'{t:.2f}' for t in our_times)}")
+    print(f"  ratio ours/raw throughput: {min(raw_times) / min(our_times):.2f}x best/best, "
+          f"{statistics.median(raw_times) / statistics.median(our_times):.2f}x median/median (target >= 0.8x)")
 
 
 def build_history(manager: ps.StreamManager, stream: str, epochs: int) -> None:
@@ -190,12 +227,23 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="alternating raw/ours rounds (best of each)")
     p.add_argument("--skip-append", action="store_true")
     p.add_argument("--skip-history", action="store_true")
+    p.add_argument("--settings", help="KEY=value lines (scripts/local_s3.sh start): the spark.* ones configure the session")
     a = p.parse_args(argv)
-    shutil.rmtree(a.root, ignore_errors=True)
-    spark = ps.spark_session(**{"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4"})
+    conf = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4"}
+    if a.settings:
+        for line in Path(a.settings).read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.startswith("spark."):
+                conf[key] = value
+    local = "://" not in a.root or a.root.startswith("file:")
+    if local:
+        shutil.rmtree(a.root, ignore_errors=True)
+    else:  # an object store: a fresh folder per run
+        a.root = f"{a.root.rstrip('/')}/{uuid.uuid4().hex[:8]}"
+    spark = ps.spark_session(**conf)
     if not a.skip_append:
         for i, size in enumerate(int(x) for x in a.sizes.split(",")):
-            manager, result = bench_append_read(spark, f"{a.root}/a{i}", a.events, size, a.rounds)
+            manager, result = bench_append_read(spark, f"{a.root}/a{i}", a.events, size, a.rounds, fallback=not local)
             if i == 0:
                 bench_read(spark, manager, result)
     if not a.skip_history:

@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
     spark = ps.spark_session()
     manager = ps.StreamManager(spark, args.root)
-    log.info("store %s", manager.root)
+    log.info("store %s (master=%s)", manager.root, spark.sparkContext.master)
 
     manager.create_scope(scope)
     if manager.check_stream_exists(scope, stream):

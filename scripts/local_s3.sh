@@ -18,6 +18,8 @@ BUCKET="${LOCAL_S3_BUCKET:-pravega}"
 M2_REPO="${M2_REPOSITORY:-$HOME/.m2/repository}"
 IDENTITY=local-identity
 CREDENTIAL=local-credential
+# the server's class path: resolved once (scripts/setup.sh does it) and shared by every LOCAL_S3_DIR
+CLASSPATH="$REPO/.local_s3/classpath"
 
 settings() {  # the KEY=value lines of a running server on port $1
   local endpoint="http://127.0.0.1:$1"
@@ -42,9 +44,10 @@ case "${1:-}" in
   start)
     if running; then settings "$(cat "$DIR/port")"; exit 0; fi
     mkdir -p "$DIR/data/$BUCKET"  # a bucket is a directory of the file-system backend
-    if [ ! -s "$DIR/classpath" ]; then
+    if [ ! -s "$CLASSPATH" ]; then
+      mkdir -p "$(dirname "$CLASSPATH")"
       mvn -B -q -Dstyle.color=never -f "$REPO/scripts/s3proxy/pom.xml" dependency:build-classpath \
-        -Dmdep.outputFile="$DIR/classpath" -Dmaven.repo.local="$M2_REPO" >&2
+        -Dmdep.outputFile="$CLASSPATH" -Dmaven.repo.local="$M2_REPO" >/dev/null
     fi
     port="${LOCAL_S3_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
     cat >"$DIR/s3proxy.conf" <<EOF
@@ -55,7 +58,7 @@ s3proxy.credential=$CREDENTIAL
 jclouds.provider=filesystem-nio2
 jclouds.filesystem.basedir=$DIR/data
 EOF
-    nohup java -Xmx256m -Dlogback.configurationFile="$REPO/scripts/s3proxy/logback.xml" -cp "$(cat "$DIR/classpath")" org.gaul.s3proxy.Main --properties "$DIR/s3proxy.conf" \
+    nohup java -Xmx256m -Dlogback.configurationFile="$REPO/scripts/s3proxy/logback.xml" -cp "$(cat "$CLASSPATH")" org.gaul.s3proxy.Main --properties "$DIR/s3proxy.conf" \
       >"$DIR/s3proxy.log" 2>&1 </dev/null &
     echo $! >"$DIR/pid"
     echo "$port" >"$DIR/port"

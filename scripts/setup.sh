@@ -53,7 +53,7 @@ if [ ! -s "$S3PROXY_CP" ]; then
   echo "[setup] resolving the local S3 server (S3Proxy) into $M2_REPO"
   mkdir -p .local_s3
   mvn -B -q -Dstyle.color=never -f scripts/s3proxy/pom.xml dependency:build-classpath \
-    -Dmdep.outputFile="$PWD/$S3PROXY_CP" -Dmaven.repo.local="$M2_REPO"
+    -Dmdep.outputFile="$PWD/$S3PROXY_CP" -Dmaven.repo.local="$M2_REPO" >/dev/null
 else
   echo "[setup] S3 connector and local S3 server present"
 fi

@@ -1,17 +1,38 @@
-"""Shared fixtures: one real local SparkSession with Delta for the whole run, stores under tmp_path."""
+"""Shared fixtures: one real local SparkSession with Delta for the whole run, stores under tmp_path.
+
+The cluster and object-store tiers (``scripts/test_tiers.sh``) run tests marked ``cluster`` or
+``s3`` again, in their own pytest invocations, with:
+
+- ``PRAVEGA_SPARK_TEST_MASTER``: the session's master (``local-cluster[2,1,1536]``: executors in
+  their own JVMs, with their own Python workers);
+- ``PRAVEGA_SPARK_TEST_ROOT``: where stores go instead of ``tmp_path`` (``s3a://pravega/...`` on
+  the local S3 server, whose settings come from ``spark-defaults.conf`` in ``SPARK_CONF_DIR``), and
+  ``PRAVEGA_SPARK_TEST_S3_DATA``: the server's data folder (a store is copied there as files).
+
+Tests only these tiers run live in ``tests/cluster`` and ``tests/s3``.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
+import uuid
 from collections.abc import Callable
+from urllib.parse import urlparse
 
 import pytest
 
 import pravega_spark as ps
 
+TEST_MASTER = os.environ.get("PRAVEGA_SPARK_TEST_MASTER", "local[2]")
+TEST_ROOT = os.environ.get("PRAVEGA_SPARK_TEST_ROOT")
+S3_DATA = os.environ.get("PRAVEGA_SPARK_TEST_S3_DATA")
+collect_ignore = [tier for tier, on in (("cluster", TEST_MASTER.startswith("local-cluster")), ("s3", TEST_ROOT))
+                  if not on]
+
 TEST_CONF = {
-    "spark.master": "local[2]",
+    "spark.master": TEST_MASTER,
     "spark.sql.shuffle.partitions": "2",
     "spark.ui.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
@@ -19,6 +40,29 @@ TEST_CONF = {
     # a 100 MiB large event assembled by read_events holds ~2x its size in one task
     "spark.driver.memory": "2g",
 }
+if TEST_MASTER.startswith("local-cluster"):
+    TEST_CONF["spark.executor.memory"] = "1536m"  # as large as the tier's workers (the 100 MiB event)
+
+
+def store_path(name: str) -> str:
+    """A new store's root: under the tier's ``PRAVEGA_SPARK_TEST_ROOT``, else ``name`` itself."""
+    return f"{TEST_ROOT.rstrip('/')}/{uuid.uuid4().hex[:12]}" if TEST_ROOT else name
+
+
+def local_copy_path(path: str) -> str:
+    """The folder holding a store's files: itself, or on the local S3 server its data folder
+    (a bucket is a folder; an object a file whose extended attributes hold its ETag)."""
+    parsed = urlparse(path)
+    if parsed.scheme in ("s3a", "s3"):
+        return os.path.join(S3_DATA, parsed.netloc, parsed.path.lstrip("/"))
+    return path
+
+
+def copy_store(source: str, target: str) -> None:
+    """Replace the store at ``target`` by a copy of ``source`` (``copytree`` copies extended
+    attributes too, so objects copied on the S3 server keep their ETags)."""
+    shutil.rmtree(local_copy_path(target), ignore_errors=True)
+    shutil.copytree(local_copy_path(source), local_copy_path(target))
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +74,7 @@ def spark():
 
 @pytest.fixture
 def root(tmp_path) -> str:
-    return str(tmp_path / "store")
+    return store_path(str(tmp_path / "store"))
 
 
 @pytest.fixture(scope="session")
@@ -41,7 +85,7 @@ def stream2_template(spark, tmp_path_factory) -> str:
     stream gets a copy of this store instead (Delta tables are plain directories with relative
     paths, so a copy is an independent store).
     """
-    root = str(tmp_path_factory.mktemp("template") / "store")
+    root = store_path(str(tmp_path_factory.mktemp("template") / "store"))
     manager = ps.StreamManager(spark, root)
     manager.create_scope("iot")
     manager.create_stream("iot", "sensors", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
@@ -49,19 +93,20 @@ def stream2_template(spark, tmp_path_factory) -> str:
 
 
 @pytest.fixture
-def manager(spark, root) -> ps.StreamManager:
-    """A manager over an empty store at ``root``."""
+def manager(spark, root, request) -> ps.StreamManager:
+    """A manager over an empty store at ``root`` (for a test that uses ``stream2``, over a copy of
+    ``stream2_template`` made first)."""
+    if "stream2" in request.fixturenames:
+        copy_store(request.getfixturevalue("stream2_template"), root)
+        spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
     return ps.StreamManager(spark, root)
 
 
 @pytest.fixture
 def stream2(spark, root, manager, stream2_template) -> tuple[str, str]:
-    """Scope 'iot' with a fresh 2-segment stream 'sensors' in ``manager``'s store: the store is
-    replaced by a copy of ``stream2_template``, and the JVM's cached Delta logs are dropped so
-    that the replaced tables are read again (the manager itself caches nothing read before)."""
-    shutil.rmtree(root)
-    shutil.copytree(stream2_template, root)
-    spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    """Scope 'iot' with a fresh 2-segment stream 'sensors' in ``manager``'s store (a copy of
+    ``stream2_template``, made before the manager: the JVM's cached Delta logs were dropped, so
+    the copied tables are read afresh)."""
     return "iot", "sensors"
 
 

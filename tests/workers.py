@@ -12,6 +12,7 @@
     python -m tests.workers read-group --root R --scope S --group G --reader ID --sink PATH [--stall-after N | --stall-file F]
     python -m tests.workers read-stream --root R --scope S --stream T --sink PATH --checkpoint C --stall-file F
     python -m tests.workers race --root BASE --writer W --rounds M --parties P --barrier DIR
+    python -m tests.workers log-race --root R --writer W --rounds M --parties P --barrier DIR
 
 A crash run sets PRAVEGA_SPARK_FAILPOINT so the library SIGKILLs the process at that point.
 """
@@ -343,6 +344,34 @@ def run_scope_race(m: ps.StreamManager, a) -> None:
         print(f"ROUND {r} {a.writer} {outcome}", flush=True)
 
 
+def run_log_race(m: ps.StreamManager, a) -> None:
+    """ROUNDS rounds of two races, each started by all PARTIES processes at once (a file barrier):
+
+    - the session's Delta log store writes version 0 of a fresh log ``R/log-race/<round>/_delta_log``
+      with this writer's text: prints ``LOG r WON`` or ``LOG r LOST <exception class>``;
+    - one event (key ``race``, payload ``<writer>:<round>``) is appended to ``iot/sensors``:
+      prints ``WRITE r <retries>``.
+    """
+    jvm = m.spark.sparkContext._jvm
+    conf = m.spark.sparkContext._jsc.hadoopConfiguration()
+    store = jvm.pravegaspark.delta.ConditionalPutLogStore(conf)
+    writer = m.create_event_writer(a.scope, a.stream, a.writer)
+    for r in range(a.rounds):
+        path = jvm.org.apache.hadoop.fs.Path(f"{a.root}/log-race/{r}/_delta_log/00000000000000000000.json")
+        barrier(a.barrier, f"log-{r}", a.writer, a.parties)
+        try:
+            store.write(path, jvm.java.util.ArrayList([f'{{"writer":"{a.writer}"}}']).iterator(), False, conf)
+            print(f"LOG {r} WON", flush=True)
+        except Exception as exc:  # noqa: BLE001 - the loser's error is the outcome
+            text = str(exc)
+            lost = next((c for c in ("java.nio.file.FileAlreadyExistsException", "RemoteFileChangedException")
+                         if c in text), text.splitlines()[1][:200] if len(text.splitlines()) > 1 else text[:200])
+            print(f"LOG {r} LOST {lost}", flush=True)
+        barrier(a.barrier, f"write-{r}", a.writer, a.parties)
+        result = writer.write_event(f"{a.writer}:{r}", routing_key="race")
+        print(f"WRITE {r} {result.retries}", flush=True)
+
+
 def run_warm_up(m: ps.StreamManager, a) -> None:
     """Load the classes a worker uses (for the class-data-sharing archive): a stream written,
     read and scaled."""
@@ -359,7 +388,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("command", choices=["append", "scale", "truncate", "crash", "txn-commit", "txn-timeout",
                                        "idempotent-append", "large-stage", "compact", "read-group",
-                                       "read-stream", "warm-up", "race", "scope-race"])
+                                       "read-stream", "warm-up", "race", "scope-race", "log-race"])
     p.add_argument("--root", required=True)
     p.add_argument("--scope", default="iot")
     p.add_argument("--stream", default="sensors")
@@ -404,7 +433,7 @@ def main(argv=None) -> int:
      "txn-commit": run_txn_commit, "txn-timeout": run_txn_timeout,
      "idempotent-append": run_idempotent_append, "large-stage": run_large_stage,
      "compact": run_compact, "read-group": run_read_group, "read-stream": run_read_stream,
-     "warm-up": run_warm_up, "scope-race": run_scope_race}[a.command](m, a)
+     "warm-up": run_warm_up, "scope-race": run_scope_race, "log-race": run_log_race}[a.command](m, a)
     return 0
 
 

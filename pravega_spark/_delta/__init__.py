@@ -34,6 +34,7 @@ from .files import (
     summarize,
 )
 from .log import exists, file_changes, latest, recent_changes, summarize_table, table_state, version
+from .object_store import check_root, pyarrow_s3_options
 from .retry import CONFLICTS, DEFAULT_RETRY, Retry, RetryPolicy, is_conflict, retrying
 from .session import (
     SESSION_CONF,
@@ -50,7 +51,6 @@ from .session import (
     streaming_query_sink,
     wait_for_listeners,
 )
-from .object_store import check_root, pyarrow_s3_options
 from .storage import (
     commit_lock,
     delete_files,

@@ -13,12 +13,13 @@ import pytest
 
 import pravega_spark as ps
 from pravega_spark import _delta
-from tests.conftest import eventually
+from tests.conftest import TEST_ROOT, eventually
 from tests.invariants import check_key_order, check_stream_consistent
 from tests.processes import REPO, spawn
 from tests.workers import batch_rows
 
 
+@pytest.mark.s3
 @pytest.mark.slow
 def test_concurrent_writers_and_scaler(spark, root, manager, stream2, request):
     """Writer processes while a scaler process splits and merges, then this process auto-scales
@@ -33,9 +34,11 @@ def test_concurrent_writers_and_scaler(spark, root, manager, stream2, request):
     candidates = spark.createDataFrame([(f"hot-{i}",) for i in range(64)], "k string")
     hot = [r.k for r in candidates.where(ps.key_position("k") >= 0.6).limit(4).collect()]
     writers = [f"w{i}" for i in range(2)]
-    batches, per_batch = 6, 60
+    # on the S3 tier every commit takes longer: the writers write for longer, so the scale lands
+    # among their writes there too
+    batches, per_batch, pause = (10, 60, "2") if TEST_ROOT else (6, 60, "1")
     procs = [spawn("append", "--root", root, "--writer", w, "--batches", str(batches), "--per-batch", str(per_batch),
-                   "--write-pause", "1", "--clock-offset", str(ahead)) for w in writers]
+                   "--write-pause", pause, "--clock-offset", str(ahead)) for w in writers]
     procs.append(spawn("scale", "--root", root, "--scales", "2", "--after-events", "--pause", "2",
                        "--clock-offset", str(ahead)))
     eventually(lambda: manager.stream_info("iot", "sensors").current_epoch == 2 or procs[-1].poll() is not None,

@@ -77,6 +77,8 @@ def test_assembly_joins_complete_events_and_drops_partial_ones(spark):
 
 
 # ---- writes and reads -------------------------------------------------------------------------------
+@pytest.mark.cluster
+@pytest.mark.s3
 @pytest.mark.parametrize("size", [0, 1, ps.MAX_EVENT_SIZE - 1, ps.MAX_EVENT_SIZE + 1])
 def test_round_trip_around_the_regular_limit(spark, root, manager, stream2, size):
     writer = manager.create_event_writer("iot", "sensors", writer_id="big")

@@ -25,6 +25,7 @@ def test_scope_lifecycle(manager):
     assert manager.list_scopes().count() == 0
 
 
+@pytest.mark.s3
 def test_create_stream_makes_equal_segments_and_info(manager):
     manager.create_scope("iot")
     config = ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4), tags=["prod", "eu"])
@@ -95,6 +96,7 @@ def _row_states(spark, path: str, stream: str) -> list[str]:
     return [s for s, _ in states]
 
 
+@pytest.mark.s3
 def test_seal_then_delete_removes_data(manager, root, stream2):
     scope, stream = stream2
     writer = manager.create_event_writer(scope, stream)

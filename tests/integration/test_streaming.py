@@ -65,6 +65,8 @@ def _run(manager, sink, checkpoint: str, **options):
     return query
 
 
+@pytest.mark.cluster
+@pytest.mark.s3
 @pytest.mark.slow
 def test_a_running_query_across_split_merge_transactions_and_large_events(manager, stream2, tmp_path):
     """Exactly once and per-key order while a split and a merge happen under a running query;

@@ -25,6 +25,7 @@ from pravega_spark.transactions import (
     ping_expiry,
     staging_partition,
 )
+from tests.conftest import local_copy_path
 from tests.helpers import events_rows
 from tests.invariants import check_key_order, check_stream_consistent
 from tests.processes import spawn
@@ -49,7 +50,7 @@ def _staged_files(spark, root) -> dict[str, int]:
 
 
 def _commit_actions(root, version: int) -> list[dict]:
-    with open(f"{root}/iot/sensors/events/_delta_log/{version:020d}.json") as f:
+    with open(local_copy_path(f"{root}/iot/sensors/events/_delta_log/{version:020d}.json")) as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
@@ -82,6 +83,8 @@ def test_ping_rule_is_pravegas():
 
 
 # ---- against a real store ------------------------------------------------------------------------
+@pytest.mark.cluster
+@pytest.mark.s3
 def test_commit_is_atomic_contiguous_and_ordered_like_pravega(spark, root, manager, stream2):
     plain = manager.create_event_writer("iot", "sensors", writer_id="plain")
     plain.write_events(_rows(spark, "plain", 0, 8))
@@ -203,6 +206,7 @@ def txn_begin_time(manager, txn) -> float:
     return row.lease_expiry.replace(tzinfo=timezone.utc).timestamp() - 10
 
 
+@pytest.mark.cluster
 def test_commit_after_a_scale_routes_to_the_current_segments(spark, manager, stream2):
     plain = manager.create_event_writer("iot", "sensors", writer_id="plain")
     plain.write_events(_rows(spark, "plain", 0, 16, keys=8))

@@ -13,6 +13,7 @@ from delta.tables import DeltaTable
 import pravega_spark as ps
 from pravega_spark.cut_algorithms import size_between
 from pravega_spark.segments import segment_id
+from tests.conftest import local_copy_path
 from tests.helpers import table_versions
 from tests.invariants import check_key_order, check_stream_consistent
 
@@ -49,6 +50,8 @@ def _delete_commits(spark, root):
             .where("operation = 'DELETE'").orderBy("version").collect())
 
 
+@pytest.mark.cluster
+@pytest.mark.s3
 def test_truncation_across_epochs(spark, root, manager, history):
     _, cuts = history
     records = manager.controller.store.segment_records("iot", "sensors")
@@ -137,6 +140,7 @@ def test_truncating_at_the_tail_keeps_the_segments_lengths(spark, root, manager,
     assert len(events) == 60
 
 
+@pytest.mark.s3
 def test_truncated_bytes_are_gone_from_storage_after_vacuum(spark, root, manager, history):
     _, cuts = history
     manager.truncate_stream("iot", "sensors", cuts[2])
@@ -145,7 +149,7 @@ def test_truncated_bytes_are_gone_from_storage_after_vacuum(spark, root, manager
 
     def payloads_in_files():
         found = set()
-        for dirpath, _, files in os.walk(root):
+        for dirpath, _, files in os.walk(local_copy_path(root)):
             for name in files:
                 if name.endswith(".parquet") and "_delta_log" not in dirpath:
                     table = pq.read_table(os.path.join(dirpath, name))

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The cluster and object-store test tiers (part of `make test`), each in its own pytest invocation
+# (one SparkContext per process):
+#   cluster  tests marked `cluster` (and tests/cluster) on a local-cluster master: two executors in
+#            their own JVMs with their own Python workers, everything bound to 127.0.0.1
+#   s3       tests marked `s3` (and tests/s3) with stores on a local S3 server (S3Proxy on
+#            127.0.0.1, started here and stopped on exit); its settings reach every session, the
+#            tests' worker processes included, through spark-defaults.conf in SPARK_CONF_DIR
+# Usage: scripts/test_tiers.sh [cluster|s3|all] [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+tier="${1:-all}"
+[ $# -gt 0 ] && shift
+export SPARK_LOCAL_IP=127.0.0.1
+
+run_cluster() {
+  echo "[tiers] cluster tier: local-cluster[2,1,1536]"
+  local start=$SECONDS
+  PRAVEGA_SPARK_TEST_MASTER='local-cluster[2,1,1536]' "$PY" -m pytest -m cluster -p no:cacheprovider "$@"
+  echo "[tiers] cluster tier took $((SECONDS - start)) s"
+}
+
+run_s3() {
+  local dir start=$SECONDS
+  dir="$(mktemp -d)"
+  export LOCAL_S3_DIR="$dir/s3" SPARK_CONF_DIR="$dir/conf"
+  trap 'scripts/local_s3.sh stop; rm -rf "$dir"' RETURN
+  mkdir -p "$SPARK_CONF_DIR"
+  scripts/local_s3.sh start >"$dir/settings"
+  grep '^spark\.' "$dir/settings" | sed 's/=/ /' >"$SPARK_CONF_DIR/spark-defaults.conf"
+  echo "[tiers] s3 tier: $(grep '^S3_ENDPOINT=' "$dir/settings")"
+  PRAVEGA_SPARK_TEST_ROOT=s3a://pravega/tests PRAVEGA_SPARK_TEST_S3_DATA="$LOCAL_S3_DIR/data" \
+    "$PY" -m pytest -m s3 -p no:cacheprovider "$@"
+  echo "[tiers] s3 tier took $((SECONDS - start)) s"
+}
+
+case "$tier" in
+  cluster) run_cluster "$@" ;;
+  s3) run_s3 "$@" ;;
+  all) run_cluster "$@"; run_s3 "$@" ;;
+  *) echo "usage: $0 [cluster|s3|all] [pytest args...]" >&2; exit 2 ;;
+esac

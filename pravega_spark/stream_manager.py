@@ -78,7 +78,8 @@ class StreamManager:
 
     Args:
         spark: a Delta-enabled session (``ps.spark_session()``, or Databricks' ``spark``).
-        root: the store's root location (local path, ``dbfs:/``, ``s3a://``, ``abfss://``...).
+        root: the store's root location (local path, ``dbfs:/``, ``s3a://``, ``abfss://``...): an
+            unreachable one raises ``StorageAccessError``, an unsafe S3 one ``UnsafeLogStoreError``.
 
     Example:
         >>> manager = StreamManager(spark, "/lake/pravega")  # doctest: +SKIP
@@ -88,13 +89,10 @@ class StreamManager:
 
     def __init__(self, spark: SparkSession, root: str) -> None:
         self.spark = spark
-        # a relative root ("lake") is made absolute here, once: Delta reads a relative path as a
-        # table name
-        self.root = _delta.qualify(spark, str(root))
-        _delta.check_root(spark, self.root)  # reachable, and put-if-absent commits on object stores
-        ship_package(spark)  # executors that cannot import pravega_spark get it (once per context)
-        # checksum files list application versions and small tables' files (``_delta.SESSION_CONF``)
-        _delta.configure_session(spark)
+        self.root = _delta.qualify(spark, str(root))  # once: Delta reads a relative path as a table name
+        _delta.check_root(spark, self.root)  # reachable; put-if-absent commits on object stores
+        ship_package(spark)  # to executors that cannot import pravega_spark (once per context)
+        _delta.configure_session(spark)  # checksum files list app versions, small tables' files
         store = Store(spark, self.root)
         store.ensure_system_tables()
         self._controller = Controller(spark, store)

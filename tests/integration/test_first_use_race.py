@@ -22,7 +22,7 @@ import pravega_spark as ps
 from tests.processes import spawn
 from tests.workers import SUBSCRIBERS_PER_PROCESS, race_steps
 
-PARTIES, ROUNDS, EVENTS_PER_WRITER = 3, 3, 40
+PARTIES, ROUNDS, EVENTS_PER_WRITER = 3, 2, 40
 
 
 def table_logs(root: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""Run by Python at start-up (this folder is first on PYTHONPATH, see ``python_without_pravega_spark``):
+"""Run by Python at start-up when this folder is on PYTHONPATH (the executors' in tests/cluster):
 hide the installed ``pravega_spark`` from this interpreter, as on executors where only the driver
 has it. Drops the editable install's import hook and any path entry holding the package folder;
 a zip of the package added later (``SparkContext.addPyFile``) still imports."""

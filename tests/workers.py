@@ -55,9 +55,15 @@ def batch_rows(writer: str, batch: int, per_batch: int, keys: int):
 
 
 def run_append(m: ps.StreamManager, a) -> None:
+    """BATCHES batches; with ``--until-epoch E``, at least that many and then on (up to 200) until
+    the stream's current epoch is E, and one more: the writes then surely span the scales
+    whatever the machine's speed. Prints ``WROTE writer batch events version retries``."""
     writer = m.create_event_writer(a.scope, a.stream, writer_id=a.writer)
     names = a.key_list.split(",") if a.key_list else None
-    for b in range(a.batches):
+    b, reached = 0, False
+    while b < a.batches or (a.until_epoch and b < 200 and not reached):
+        if b >= a.batches:  # this batch is the last one if the epoch is there now
+            reached = m.stream_info(a.scope, a.stream).current_epoch >= a.until_epoch
         rows = batch_rows(a.writer, b, a.per_batch, a.keys)
         if names:  # only these routing keys (e.g. all in one segment)
             rows = [(names[i % len(names)], p) for i, (_, p) in enumerate(rows)]
@@ -65,6 +71,7 @@ def run_append(m: ps.StreamManager, a) -> None:
         result = writer.write_events(df)
         print(f"WROTE {a.writer} {b} {result.event_count} {result.version} {result.retries}", flush=True)
         time.sleep(a.write_pause)
+        b += 1
 
 
 def run_scale(m: ps.StreamManager, a) -> None:
@@ -401,6 +408,7 @@ def main(argv=None) -> int:
     p.add_argument("--delay", type=float, default=0.0)
     p.add_argument("--pause", type=float, default=1.0)
     p.add_argument("--write-pause", type=float, default=0.0, help="append: seconds between two batches")
+    p.add_argument("--until-epoch", type=int, default=0, help="append: go on until the stream reaches this epoch")
     p.add_argument("--after-events", action="store_true", help="scale: wait for the first events first")
     p.add_argument("--truncations", type=int, default=2)
     p.add_argument("--cut", default="")

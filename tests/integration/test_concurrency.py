@@ -13,7 +13,7 @@ import pytest
 
 import pravega_spark as ps
 from pravega_spark import _delta
-from tests.conftest import TEST_ROOT, eventually
+from tests.conftest import eventually
 from tests.invariants import check_key_order, check_stream_consistent
 from tests.processes import REPO, spawn
 from tests.workers import batch_rows
@@ -34,11 +34,12 @@ def test_concurrent_writers_and_scaler(spark, root, manager, stream2, request):
     candidates = spark.createDataFrame([(f"hot-{i}",) for i in range(64)], "k string")
     hot = [r.k for r in candidates.where(ps.key_position("k") >= 0.6).limit(4).collect()]
     writers = [f"w{i}" for i in range(2)]
-    # on the S3 tier every commit takes longer: the writers write for longer, so the scale lands
-    # among their writes there too
-    batches, per_batch, pause = (10, 60, "2") if TEST_ROOT else (6, 60, "1")
+    # the writers go on until the scaler's second scale (epoch 2) and write once more: on the S3
+    # tier a cold worker JVM takes much longer to see the first events and scale (its first tail
+    # read after them took 12 s there, 2 s after), so a fixed number of batches could end first
+    batches, per_batch = 6, 60
     procs = [spawn("append", "--root", root, "--writer", w, "--batches", str(batches), "--per-batch", str(per_batch),
-                   "--write-pause", pause, "--clock-offset", str(ahead)) for w in writers]
+                   "--write-pause", "1", "--until-epoch", "2", "--clock-offset", str(ahead)) for w in writers]
     procs.append(spawn("scale", "--root", root, "--scales", "2", "--after-events", "--pause", "2",
                        "--clock-offset", str(ahead)))
     eventually(lambda: manager.stream_info("iot", "sensors").current_epoch == 2 or procs[-1].poll() is not None,
@@ -56,7 +57,8 @@ def test_concurrent_writers_and_scaler(spark, root, manager, stream2, request):
 
     events = check_stream_consistent(spark, manager, "iot", "sensors")
     got = Counter(r.event.decode() for r in events)
-    expected = Counter(p for w in writers for b in range(batches) for _, p in batch_rows(w, b, per_batch, 8))
+    written = [line.split()[1:3] for out, _ in outputs[:-1] for line in out.splitlines() if line.startswith("WROTE")]
+    expected = Counter(p for w, b in written for _, p in batch_rows(w, int(b), per_batch, 8))
     expected.update(f"hot:0000:{i:06d}" for i in range(2000))
     assert got == expected  # every event exactly once
     check_key_order(events)

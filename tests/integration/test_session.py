@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import pravega_spark as ps
 from pravega_spark import _session
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,3 +60,59 @@ def test_settings_of_spark_defaults_conf_are_kept(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     assert "GOT local[1] 7 127.0.0.1 127.0.0.1" in run.stdout
     assert "192.0.2" not in run.stderr and "resolves to a loopback address" not in run.stderr
+
+
+def test_the_session_commits_to_s3_with_put_if_absent_and_an_unsafe_log_store_is_refused(spark, monkeypatch):
+    """``ps.spark_session()`` names our put-if-absent log store for ``s3a``/``s3`` (its jar in
+    ``spark.jars``); naming Delta's single-driver store instead makes an S3 root unsafe, refused
+    with the setting to add, unless a single writer process is declared."""
+    from pravega_spark import _delta
+    from pravega_spark._delta import object_store
+
+    assert spark.conf.get("spark.delta.logStore.s3a.impl") == _session.LOG_STORE_CLASS
+    assert _session.log_store_jar() in spark.conf.get("spark.jars")
+    _delta.check_root(spark, "file:/tmp/anything")  # local roots: nothing to check
+    object_store.check_commits_safe(spark, "s3a://bucket/lake")
+    key = "spark.delta.logStore.s3a.impl"
+    spark.conf.set(key, "io.delta.storage.S3SingleDriverLogStore")
+    try:
+        with pytest.raises(ps.UnsafeLogStoreError, match=f"{key}={_session.LOG_STORE_CLASS}"):
+            object_store.check_commits_safe(spark, "s3a://bucket/lake")
+        object_store.check_commits_safe(spark, "abfss://c@a.dfs.core.windows.net/lake")  # not S3
+        monkeypatch.setenv(object_store.SINGLE_WRITER_ENV, "1")
+        object_store.check_commits_safe(spark, "s3a://bucket/lake")
+        spark.conf.set(key, "io.delta.storage.S3DynamoDBLogStore")  # another put-if-absent store: trusted
+        monkeypatch.delenv(object_store.SINGLE_WRITER_ENV)
+        object_store.check_commits_safe(spark, "s3a://bucket/lake")
+    finally:
+        spark.conf.set(key, _session.LOG_STORE_CLASS)
+
+
+def test_pyarrow_s3_options_follow_the_sessions_s3a_settings_per_bucket_first(spark):
+    from pravega_spark import _delta
+    from pravega_spark._task_files import task_storage
+
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    given = {"fs.s3a.endpoint": "http://127.0.0.1:9000", "fs.s3a.endpoint.region": "eu-west-1",
+             "fs.s3a.path.style.access": "true", "fs.s3a.access.key": "global-key",
+             "fs.s3a.secret.key": "global-secret", "fs.s3a.bucket.special.access.key": "bucket-key",
+             "fs.s3a.bucket.special.secret.key": "bucket-secret"}
+    try:
+        for k, v in given.items():
+            conf.set(k, v)
+        options = _delta.pyarrow_s3_options(spark, "s3a://lake/root/t")
+        assert options == {"allow_bucket_creation": False, "allow_bucket_deletion": False,
+                           "endpoint_override": "127.0.0.1:9000", "scheme": "http", "region": "eu-west-1",
+                           "force_virtual_addressing": False, "access_key": "global-key",
+                           "secret_key": "global-secret"}
+        special = _delta.pyarrow_s3_options(spark, "s3a://special/t")
+        assert (special["access_key"], special["secret_key"]) == ("bucket-key", "bucket-secret")
+        assert _delta.pyarrow_s3_options(spark, "abfss://c@a.dfs.core.windows.net/t") is None
+        storage = task_storage("s3a://lake/root/t", options)
+        assert storage.base == "lake/root/t" and storage.path("a/b.parquet") == "lake/root/t/a/b.parquet"
+        assert "secret" not in repr(storage) and repr(storage) == "TaskStorage(s3://lake/root/t)"
+        assert task_storage("abfss://c@a.dfs.core.windows.net/t", None) is None
+        assert task_storage("file:/tmp/x%20y/t", None).base == "/tmp/x y/t"
+    finally:
+        for k in given:
+            conf.unset(k)

@@ -96,7 +96,8 @@ def test_commit_is_atomic_contiguous_and_ordered_like_pravega(spark, root, manag
     staged = _staged_files(spark, root)
     assert sum(staged.values()) == 30
     txn.write_event("tx:0001:000000", routing_key="key-1")  # a second write (buffered) comes after the first
-    written = {str(p.relative_to(f"{root}/iot/sensors/events")) for p in Path(f"{root}/iot/sensors/events").rglob("*.parquet")}
+    events_dir = Path(local_copy_path(f"{root}/iot/sensors/events"))
+    written = {str(p.relative_to(events_dir)) for p in events_dir.rglob("*.parquet")}
     plain.write_events(_rows(spark, "plain", 1, 8))  # before the commit: before the txn's events
     assert not any(p.startswith("tx:") for p in _visible(manager))  # staged events are invisible
     result = txn.commit()

@@ -34,12 +34,12 @@ def test_concurrent_writers_and_scaler(spark, root, manager, stream2, request):
     candidates = spark.createDataFrame([(f"hot-{i}",) for i in range(64)], "k string")
     hot = [r.k for r in candidates.where(ps.key_position("k") >= 0.6).limit(4).collect()]
     writers = [f"w{i}" for i in range(2)]
-    # the writers go on until the scaler's second scale (epoch 2) and write once more: on the S3
+    # the writers go on until the scaler's first scale (epoch 1) and write once more: on the S3
     # tier a cold worker JVM takes much longer to see the first events and scale (its first tail
     # read after them took 12 s there, 2 s after), so a fixed number of batches could end first
     batches, per_batch = 6, 60
     procs = [spawn("append", "--root", root, "--writer", w, "--batches", str(batches), "--per-batch", str(per_batch),
-                   "--write-pause", "1", "--until-epoch", "2", "--clock-offset", str(ahead)) for w in writers]
+                   "--write-pause", "1", "--until-epoch", "1", "--clock-offset", str(ahead)) for w in writers]
     procs.append(spawn("scale", "--root", root, "--scales", "2", "--after-events", "--pause", "2",
                        "--clock-offset", str(ahead)))
     eventually(lambda: manager.stream_info("iot", "sensors").current_epoch == 2 or procs[-1].poll() is not None,

@@ -17,27 +17,35 @@ export SPARK_LOCAL_IP=127.0.0.1
 run_cluster() {
   echo "[tiers] cluster tier: local-cluster[2,1,1536]"
   local start=$SECONDS
-  PRAVEGA_SPARK_TEST_MASTER='local-cluster[2,1,1536]' "$PY" -m pytest -m cluster -p no:cacheprovider "$@"
+  local status=0
+  PRAVEGA_SPARK_TEST_MASTER='local-cluster[2,1,1536]' "$PY" -m pytest -m cluster -p no:cacheprovider "$@" || status=$?
   echo "[tiers] cluster tier took $((SECONDS - start)) s"
+  return $status
 }
 
 run_s3() {
   local dir start=$SECONDS
   dir="$(mktemp -d)"
   export LOCAL_S3_DIR="$dir/s3" SPARK_CONF_DIR="$dir/conf"
-  trap 'scripts/local_s3.sh stop; rm -rf "$dir"' RETURN
+  trap "scripts/local_s3.sh stop; rm -rf '$dir'" EXIT  # also when a failure ends the script
   mkdir -p "$SPARK_CONF_DIR"
   scripts/local_s3.sh start >"$dir/settings"
   grep '^spark\.' "$dir/settings" | sed 's/=/ /' >"$SPARK_CONF_DIR/spark-defaults.conf"
   echo "[tiers] s3 tier: $(grep '^S3_ENDPOINT=' "$dir/settings")"
+  local status=0
   PRAVEGA_SPARK_TEST_ROOT=s3a://pravega/tests PRAVEGA_SPARK_TEST_S3_DATA="$LOCAL_S3_DIR/data" \
-    "$PY" -m pytest -m s3 -p no:cacheprovider "$@"
+    "$PY" -m pytest -m s3 -p no:cacheprovider "$@" || status=$?
   echo "[tiers] s3 tier took $((SECONDS - start)) s"
+  return $status
 }
 
 case "$tier" in
   cluster) run_cluster "$@" ;;
   s3) run_s3 "$@" ;;
-  all) run_cluster "$@"; run_s3 "$@" ;;
+  all)  # both run; the script fails if either did
+    cluster_status=0
+    run_cluster "$@" || cluster_status=$?
+    run_s3 "$@"
+    exit $cluster_status ;;
   *) echo "usage: $0 [cluster|s3|all] [pytest args...]" >&2; exit 2 ;;
 esac

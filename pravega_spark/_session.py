@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import sys
+import threading
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -133,9 +134,13 @@ def spark_session(**spark_conf: str) -> SparkSession:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    if "PYSPARK_GATEWAY_PORT" in os.environ and not spark_conf:
-        # launched by spark-submit (or the pyspark shell): its settings, jars and master apply
-        return SparkSession.builder.getOrCreate()
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        # launched by spark-submit (or the pyspark shell): its master, jars and settings apply;
+        # only the caller's own settings are added
+        builder = SparkSession.builder
+        for key, value in spark_conf.items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
     # Python workers run the driver's interpreter (same pyspark), not whatever python3 is on PATH
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     given = defaults_file()
@@ -154,24 +159,36 @@ def spark_session(**spark_conf: str) -> SparkSession:
 
         os.environ.setdefault("SPARK_HOME", os.path.dirname(pyspark.__file__))
     conf.update(spark_conf)
-    if "spark.jars" not in conf and "spark.jars.packages" not in conf and "spark.jars" not in given:
-        jars = local_delta_jars()
-        if jars:
-            conf["spark.jars"] = ",".join(jars + [j for j in [log_store_jar()] if j])
-        else:
-            log.warning("Delta jars not found in %s (run `make setup`); asking Spark to fetch %s",
-                        maven_repository(), delta_artifact())
-            conf["spark.jars.packages"] = delta_artifact()
-    if log_store_jar() and log_store_jar() in conf.get("spark.jars", ""):
-        conf.update({k: v for k, v in log_store_conf().items() if k not in conf and k not in given})
-    aws = s3a_jars()
-    if aws:
-        conf.update({k: ":".join(aws) for k in CLASS_PATH_CONF if k not in conf and k not in given})
+    conf.update(_jar_conf({**given, **conf}))
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("PRAVEGA_SPARK_SPARK_LOG_LEVEL", "ERROR"))
     return session
+
+
+def _jar_conf(known: dict[str, str]) -> dict[str, str]:
+    """The jar settings of a new session, for those not ``known`` (given by the caller or
+    ``spark-defaults.conf``): Delta's jars from the local Maven repository (else
+    ``spark.jars.packages``, fetched by Spark), our log store's jar and its per-scheme setting
+    (unless a log store is named), and the S3A connector on the class path."""
+    conf: dict[str, str] = {}
+    store_jar = log_store_jar()
+    if "spark.jars" not in known:
+        delta = local_delta_jars()
+        if delta is None and "spark.jars.packages" not in known:
+            log.warning("Delta jars not found in %s (run `make setup`); asking Spark to fetch %s",
+                        maven_repository(), delta_artifact())
+            conf["spark.jars.packages"] = delta_artifact()
+        jars = (delta or []) + ([store_jar] if store_jar else [])
+        if jars:
+            conf["spark.jars"] = ",".join(jars)
+    if store_jar and store_jar in conf.get("spark.jars", "") and "spark.delta.logStore.class" not in known:
+        conf.update({k: v for k, v in log_store_conf().items() if k not in known})
+    aws = s3a_jars()
+    if aws:
+        conf.update({k: ":".join(aws) for k in CLASS_PATH_CONF if k not in known})
+    return conf
 
 
 _SHIPPED: set[str] = set()  # application ids of the SparkContexts already checked
@@ -187,7 +204,8 @@ def ship_package(spark: SparkSession) -> bool:
 
     The write path's Arrow tasks and the large events' UDFs run there. A local master's workers
     run this machine's interpreter (``PYSPARK_PYTHON``) and need nothing. On any other master one
-    small job asks the executors whether they can import the package; if some cannot, a zip of the
+    small job (a task per slot; an executor that registers later is not asked) asks the
+    executors whether they can import the package; if some cannot, a zip of the
     package is added with ``SparkContext.addPyFile`` (Spark ships it to every executor, present
     and future). Never done on Databricks, where cluster libraries (or ``%pip``) are the norm.
 
@@ -213,18 +231,23 @@ def ship_package(spark: SparkSession) -> bool:
     return True
 
 
+_ZIP: list[str] = []  # this process's zip of the package, once made
+_ZIP_LOCK = threading.Lock()
+
+
 def package_zip() -> str:
     """A zip of the installed ``pravega_spark`` package (its Python files and jars), made once per
-    process in a temporary folder."""
+    process in a new temporary folder (never one left by an earlier process)."""
     import tempfile
     import zipfile
 
-    package = Path(__file__).parent
-    target = Path(tempfile.gettempdir()) / f"pravega_spark-{os.getpid()}" / "pravega_spark.zip"
-    if not target.is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path in sorted(package.rglob("*")):
-                if path.is_file() and "__pycache__" not in path.parts:
-                    archive.write(path, path.relative_to(package.parent))
-    return str(target)
+    with _ZIP_LOCK:
+        if not _ZIP:
+            package = Path(__file__).parent
+            target = Path(tempfile.mkdtemp(prefix="pravega_spark-")) / "pravega_spark.zip"
+            with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+                for path in sorted(package.rglob("*")):
+                    if path.is_file() and "__pycache__" not in path.parts:
+                        archive.write(path, path.relative_to(package.parent))
+            _ZIP.append(str(target))
+        return _ZIP[0]

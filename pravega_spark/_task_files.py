@@ -12,7 +12,7 @@ commit fixes each file's base (``routing.place_files``).
 Measured against the alternative that keeps the payloads in the JVM (a running-sum UDF over the
 narrow columns, then Delta's own file writer): 1.3x a raw Delta append against 0.56x
 (docs/ARCHITECTURE.md, "Layout v2"). It needs the tasks to reach the table's storage from Python
-(``TaskStorage``): a local or mounted file system (``file:``, ``/Volumes/...``, ``/dbfs/...``), or
+(``TaskStorage``): a local or mounted file system (``file:``, Databricks' ``dbfs:/Volumes/...``), or
 S3 through pyarrow's own S3 file system with the session's S3A endpoint and keys. Any other store
 (``abfss://``, ``dbfs:/``) is written through Delta's writer (``appender.Appender.write_with_spark``).
 """

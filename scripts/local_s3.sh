@@ -38,13 +38,15 @@ spark.hadoop.fs.s3a.secret.key=$CREDENTIAL
 EOF
 }
 
-running() { [ -f "$DIR/pid" ] && kill -0 "$(cat "$DIR/pid")" 2>/dev/null; }
+# running: the pid file names a live S3Proxy (a pid left by a dead server may be reused by another process)
+running() { [ -f "$DIR/pid" ] && ps -p "$(cat "$DIR/pid")" -o args= 2>/dev/null | grep -q org.gaul.s3proxy; }
 
 case "${1:-}" in
   start)
     if running; then settings "$(cat "$DIR/port")"; exit 0; fi
     mkdir -p "$DIR/data/$BUCKET"  # a bucket is a directory of the file-system backend
-    if [ ! -s "$CLASSPATH" ]; then
+    # resolved again when missing, or when its first jar is gone (another Maven repository)
+    if [ ! -s "$CLASSPATH" ] || [ ! -f "$(cut -d: -f1 "$CLASSPATH")" ]; then
       mkdir -p "$(dirname "$CLASSPATH")"
       mvn -B -q -Dstyle.color=never -f "$REPO/scripts/s3proxy/pom.xml" dependency:build-classpath \
         -Dmdep.outputFile="$CLASSPATH" -Dmaven.repo.local="$M2_REPO" >/dev/null

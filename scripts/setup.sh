@@ -49,7 +49,7 @@ for coord in org.apache.hadoop:hadoop-aws:3.4.2 software.amazon.awssdk:bundle:2.
   fi
 done
 S3PROXY_CP=.local_s3/classpath
-if [ ! -s "$S3PROXY_CP" ]; then
+if [ ! -s "$S3PROXY_CP" ] || [ ! -f "$(cut -d: -f1 "$S3PROXY_CP")" ]; then
   echo "[setup] resolving the local S3 server (S3Proxy) into $M2_REPO"
   mkdir -p .local_s3
   mvn -B -q -Dstyle.color=never -f scripts/s3proxy/pom.xml dependency:build-classpath \

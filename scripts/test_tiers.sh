@@ -33,7 +33,9 @@ run_s3() {
   grep '^spark\.' "$dir/settings" | sed 's/=/ /' >"$SPARK_CONF_DIR/spark-defaults.conf"
   echo "[tiers] s3 tier: $(grep '^S3_ENDPOINT=' "$dir/settings")"
   local status=0
-  PRAVEGA_SPARK_TEST_ROOT=s3a://pravega/tests PRAVEGA_SPARK_TEST_S3_DATA="$LOCAL_S3_DIR/data" \
+  local bucket
+  bucket="$(sed -n 's/^S3_BUCKET=//p' "$dir/settings")"
+  PRAVEGA_SPARK_TEST_ROOT="s3a://$bucket/tests" PRAVEGA_SPARK_TEST_S3_DATA="$LOCAL_S3_DIR/data" \
     "$PY" -m pytest -m s3 -p no:cacheprovider "$@" || status=$?
   echo "[tiers] s3 tier took $((SECONDS - start)) s"
   return $status

@@ -30,8 +30,13 @@ SINGLE_WRITER_ENV = "PRAVEGA_SPARK_SINGLE_WRITER_PROCESS"
 _PROBE_CONF = {
     "fs.s3a.attempts.maximum": "1", "fs.s3a.retry.limit": "0", "fs.s3a.retry.throttle.limit": "0",
     "fs.s3a.connection.establish.timeout": "5s", "fs.s3a.connection.timeout": "10s",
-    "fs.s3a.impl.disable.cache": "true",
 }
+
+
+def session_hadoop_conf(spark: SparkSession):
+    """The Hadoop configuration Delta uses for this session: the context's, plus the session's
+    own ``spark.conf.set("fs.s3a...", ...)`` settings."""
+    return spark._jsparkSession.sessionState().newHadoopConf()
 
 
 def check_root(spark: SparkSession, root: str) -> None:
@@ -86,9 +91,10 @@ def probe_root(spark: SparkSession, root: str) -> None:
     if scheme in ("", "file"):
         return
     jvm = spark.sparkContext._jvm
-    conf = jvm.org.apache.hadoop.conf.Configuration(spark.sparkContext._jsc.hadoopConfiguration())
+    conf = session_hadoop_conf(spark)  # a new copy: the changes below stay in the probe
     for key, value in _PROBE_CONF.items():
         conf.set(key, value)
+    conf.set(f"fs.{scheme}.impl.disable.cache", "true")  # a probe-only instance, closed after
     path = hadoop_path(jvm, root)
     fs = None
     try:
@@ -97,8 +103,8 @@ def probe_root(spark: SparkSession, root: str) -> None:
     except Exception as exc:  # noqa: BLE001 - any failure of the probe is reported as one line
         raise StorageAccessError(f"cannot use the store at {root}: {_cause(exc)}") from None
     finally:
-        if fs is not None and scheme in S3_SCHEMES:
-            fs.close()  # a probe-only instance (its cache is disabled)
+        if fs is not None:
+            fs.close()
 
 
 def _cause(exc: BaseException) -> str:
@@ -131,11 +137,12 @@ def pyarrow_s3_options(spark: SparkSession, path: str) -> dict | None:
     """Keyword arguments for ``pyarrow.fs.S3FileSystem`` that reach the bucket of ``path`` as the
     session's S3A does: endpoint, region, path style, TLS and, when the session gives them, its
     access and secret keys (else pyarrow's default AWS credential chain: environment variables,
-    ``~/.aws``, the instance's role). None for a path not on S3."""
+    ``~/.aws``, the instance's role). With no endpoint and no region (AWS itself), the bucket's
+    region is looked up, as S3A does. None for a path not on S3."""
     parsed = urlparse(path)
     if parsed.scheme.lower() not in S3_SCHEMES:
         return None
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    conf = session_hadoop_conf(spark)
     bucket = parsed.netloc
     options: dict = {"allow_bucket_creation": False, "allow_bucket_deletion": False}
     endpoint = _s3_setting(conf, bucket, "endpoint")
@@ -145,6 +152,10 @@ def pyarrow_s3_options(spark: SparkSession, path: str) -> dict | None:
         ssl = (_s3_setting(conf, bucket, "connection.ssl.enabled") or "true").lower() == "true"
         options["scheme"] = found.scheme or ("https" if ssl else "http")
     region = _s3_setting(conf, bucket, "endpoint.region")
+    if not region and not endpoint:
+        import pyarrow.fs as pafs
+
+        region = pafs.resolve_s3_region(bucket)
     if region:
         options["region"] = region
     if (_s3_setting(conf, bucket, "path.style.access") or "false").lower() == "true":

@@ -163,7 +163,8 @@ def test_truncated_bytes_are_gone_from_storage_after_vacuum(spark, root, manager
     left = payloads_in_files()
     assert not (truncated & left) and kept <= left
     # nor anywhere in any file under the store, byte for byte (logs, checkpoints, CRCs)
-    for dirpath, _, files in os.walk(root):
+    assert os.path.isdir(local_copy_path(root))
+    for dirpath, _, files in os.walk(local_copy_path(root)):
         for name in files:
             data = open(os.path.join(dirpath, name), "rb").read()
             assert not any(p in data for p in truncated), os.path.join(dirpath, name)

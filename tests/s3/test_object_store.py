@@ -10,6 +10,7 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -79,10 +80,11 @@ def test_a_store_on_s3_without_a_put_if_absent_log_store_is_refused(spark, root)
 def test_a_wrong_endpoint_wrong_keys_or_a_missing_bucket_fail_at_the_manager_with_one_line(
         spark, root, setting, value, expected):
     conf = spark.sparkContext._jsc.hadoopConfiguration()
-    bucket_key = f"fs.s3a.bucket.pravega.{setting}"
+    bucket = urlparse(root).netloc
+    bucket_key = f"fs.s3a.bucket.{bucket}.{setting}"
     if setting:
         conf.set(bucket_key, value)
-    target = root if setting else root.replace("s3a://pravega/", "s3a://no-such-bucket/")
+    target = root if setting else root.replace(f"s3a://{bucket}/", "s3a://no-such-bucket/")
     try:
         with pytest.raises(ps.StorageAccessError) as failed:
             ps.StreamManager(spark, target)

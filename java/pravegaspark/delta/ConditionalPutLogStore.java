@@ -1,12 +1,13 @@
 package pravegaspark.delta;
 
 import java.io.IOException;
-import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.Iterator;
 
 import io.delta.storage.HadoopFileSystemLogStore;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Abortable;
+import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FSDataOutputStreamBuilder;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
@@ -39,17 +40,13 @@ public class ConditionalPutLogStore extends HadoopFileSystemLogStore {
             throws IOException {
         FileSystem fs = path.getFileSystem(hadoopConf);
         if (overwrite) {
-            try (OutputStream out = fs.create(path, true)) {
-                writeLines(out, actions);
-            }
+            writeWhole(fs.create(path, true), actions);
             return;
         }
         FSDataOutputStreamBuilder<?, ?> builder = fs.createFile(path).overwrite(false).recursive();
         builder.must(CONDITIONAL_CREATE, true);
         try {
-            try (OutputStream out = builder.build()) {
-                writeLines(out, actions);
-            }
+            writeWhole(builder.build(), actions);
         } catch (IOException e) {
             if (isLostRace(e)) {
                 java.nio.file.FileAlreadyExistsException lost =
@@ -61,19 +58,37 @@ public class ConditionalPutLogStore extends HadoopFileSystemLogStore {
         }
     }
 
-    private static void writeLines(OutputStream out, Iterator<String> actions) throws IOException {
-        while (actions.hasNext()) {
-            out.write((actions.next() + "\n").getBytes(StandardCharsets.UTF_8));
+    /**
+     * Write every action, one per line, then close: on S3 the close is the (conditional) PUT. If
+     * writing fails part-way the stream is aborted, never closed, so no partial file is uploaded.
+     */
+    private static void writeWhole(FSDataOutputStream out, Iterator<String> actions) throws IOException {
+        try {
+            while (actions.hasNext()) {
+                out.write((actions.next() + "\n").getBytes(StandardCharsets.UTF_8));
+            }
+        } catch (IOException | RuntimeException | Error e) {
+            try {
+                ((Abortable) out).abort();
+            } catch (RuntimeException notAbortable) {  // a store without abort: the original error counts
+                e.addSuppressed(notAbortable);
+            }
+            throw e;
         }
+        out.close();
     }
 
-    /** A conditional PUT that lost (HTTP 412), or a file found before the PUT. */
+    /**
+     * A conditional PUT that lost (S3A's RemoteFileChangedException, or the SDK's HTTP 412
+     * PreconditionFailed), or the file found by S3A's existence check before the PUT. Matched on
+     * exception classes and the SDK's status text only: an object key may contain "412".
+     */
     static boolean isLostRace(Throwable e) {
         for (Throwable t = e; t != null; t = t.getCause()) {
             String name = t.getClass().getName();
             String text = String.valueOf(t.getMessage());
             if (name.endsWith("FileAlreadyExistsException") || name.endsWith("RemoteFileChangedException")
-                    || text.contains("412") || text.contains("PreconditionFailed")) {
+                    || text.contains("Status Code: 412") || text.contains("PreconditionFailed")) {
                 return true;
             }
         }

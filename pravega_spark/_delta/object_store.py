@@ -17,11 +17,11 @@ from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
+from .._session import LOG_STORE_CLASS
 from ..errors import StorageAccessError, UnsafeLogStoreError
 from .jvm import hadoop_path
 
 S3_SCHEMES = ("s3a", "s3", "s3n")
-LOG_STORE_CLASS = "pravegaspark.delta.ConditionalPutLogStore"
 SINGLE_DRIVER = "S3SingleDriverLogStore"
 # set to 1 by a user who guarantees a single writer process per store (documented in the README)
 SINGLE_WRITER_ENV = "PRAVEGA_SPARK_SINGLE_WRITER_PROCESS"

@@ -116,7 +116,9 @@ def spark_session(**spark_conf: str) -> SparkSession:
     """Return a Delta-enabled SparkSession.
 
     Mirrors how users already run Spark: on Databricks or under ``spark-submit`` the active session
-    is returned unchanged (its Delta is used, nothing is fetched). Otherwise a local session is
+    is returned unchanged (its Delta is used, nothing is fetched). With ``SPARK_REMOTE`` set (say
+    ``sc://127.0.0.1:15002``, as ``scripts/connect_server.sh start`` prints), a Spark Connect session
+    to that server is returned: the library then works with public SQL only. Otherwise a local session is
     built with Delta's extension and catalog, and Delta's jars from the local Maven repository
     (``make setup`` puts them there); if they are missing, ``spark.jars.packages`` lets Spark fetch
     them from Maven Central. A setting given in ``spark-defaults.conf`` (``SPARK_CONF_DIR``) or
@@ -134,6 +136,13 @@ def spark_session(**spark_conf: str) -> SparkSession:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    if os.environ.get("SPARK_REMOTE"):
+        # pyspark's convention: a Spark Connect session to that server (its settings are the
+        # server's; the caller's are set on the session)
+        builder = SparkSession.builder.remote(os.environ["SPARK_REMOTE"])
+        for key, value in spark_conf.items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # launched by spark-submit (or the pyspark shell): its master, jars and settings apply;
         # only the caller's own settings are added
@@ -191,6 +200,22 @@ def _jar_conf(known: dict[str, str]) -> dict[str, str]:
     return conf
 
 
+def connect_server_conf(port: int) -> dict[str, str]:
+    """The settings of a local Spark Connect server with Delta (``scripts/connect_server.sh``):
+    Delta's extension and catalog, its jars and our log store, the local defaults, and every
+    listener (gRPC, driver, block manager) on 127.0.0.1."""
+    conf = dict(LOCAL_DEFAULTS)
+    conf.update({k: LOOPBACK for k in LOOPBACK_CONF})
+    conf.update({
+        "spark.connect.grpc.binding.address": LOOPBACK,
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.ui.enabled": "false",
+        "spark.app.name": "pravega-spark-connect",
+    })
+    conf.update(_jar_conf(conf))
+    return conf
+
+
 _SHIPPED: set[str] = set()  # application ids of the SparkContexts already checked
 
 
@@ -212,6 +237,8 @@ def ship_package(spark: SparkSession) -> bool:
     Returns:
         True when the package was shipped by this call.
     """
+    if not hasattr(spark, "_jsc"):  # a Spark Connect session: the server's environment has the library
+        return False
     sc = spark.sparkContext
     master = sc.master
     if on_databricks() or master == "local" or master.startswith("local[") or sc.applicationId in _SHIPPED:

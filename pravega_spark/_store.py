@@ -147,7 +147,7 @@ class Store:
     def __init__(self, spark: SparkSession, root: str) -> None:
         self.spark = spark
         self.root = root.rstrip("/")
-        self.backend = _delta.ClassicBackend(spark)
+        self.backend = _delta.backend_for(spark)
         # metadata read from a table, keyed by what was read; valid while the table's (version,
         # id) is unchanged, which costs a look at its log rather than a Spark job to check
         self._cache: dict[tuple, tuple[tuple[int, str], object]] = {}
@@ -252,7 +252,7 @@ class Store:
 
     def insert_scope(self, scope: str) -> bool:
         def attempt() -> bool:
-            txn = _delta.DeltaTransaction(self.spark, self.scopes_path)
+            txn = _delta.transaction(self.spark, self.scopes_path)
             files = txn.read_whole_table()
             if any(r["scope"] == scope for r in txn.rows(files)):
                 return False
@@ -263,7 +263,7 @@ class Store:
 
     def delete_scope_row(self, scope: str) -> None:
         def attempt() -> None:
-            txn = _delta.DeltaTransaction(self.spark, self.scopes_path)
+            txn = _delta.transaction(self.spark, self.scopes_path)
             files = txn.read_whole_table()
             rows = txn.rows(files)
             keep = [(r["scope"], r["creation_time"]) for r in rows if r["scope"] != scope]
@@ -289,7 +289,7 @@ class Store:
     def _stream_partition(self, scope: str, stream: str) -> tuple[_delta.DeltaTransaction, list, StreamRecord | None]:
         """A transaction on the streams table fenced on this stream's partition, the partition's
         files and the stream's record in them."""
-        txn = _delta.DeltaTransaction(self.spark, self.streams_path)
+        txn = _delta.transaction(self.spark, self.streams_path)
         files = txn.read_partition(STREAM_KEY, stream_key(scope, stream))
         rows = [r for r in txn.rows(files) if r["scope"] == scope and r["stream"] == stream]
         return txn, files, StreamRecord.from_row(rows[0]) if rows else None
@@ -321,7 +321,7 @@ class Store:
         One commit that reads the whole streams table, so it conflicts with any concurrent
         stream insert (whose retry then sees the mark, see ``insert_stream``); a stream inserted
         before it is seen, and the scope is not empty."""
-        txn = _delta.DeltaTransaction(self.spark, self.streams_path)
+        txn = _delta.transaction(self.spark, self.streams_path)
         files = txn.read_whole_table()
         rows = txn.rows(files)
         if any(r["scope"] == scope and r["stream"] != SCOPE_MARK for r in rows):
@@ -443,7 +443,7 @@ class Store:
         path = self.segments_path(scope, stream)
 
         def attempt() -> None:
-            txn = _delta.DeltaTransaction(self.spark, path)
+            txn = _delta.transaction(self.spark, path)
             files = txn.read_whole_table()
             rows = {r["segment_id"]: tuple(r[c] for c in SEGMENTS_SCHEMA.fieldNames()) for r in txn.rows(files)}
             merged = dict(rows)
@@ -466,7 +466,7 @@ class Store:
     def empty_events_commit(self, scope: str, stream: str) -> int:
         """Commit nothing to the events table (a version no reader or writer sees a change in);
         returns its version: a start position that exists for Delta's streaming source."""
-        return _delta.DeltaTransaction(self.spark, self.events_path(scope, stream)).commit(None)
+        return _delta.transaction(self.spark, self.events_path(scope, stream)).commit(None)
 
     def known_boundaries(self, scope: str, stream: str) -> set[tuple[int, int]]:
         """The (mutable) set of positions of this stream's events table known to be boundaries."""
@@ -518,7 +518,7 @@ class Store:
         ids = sorted({int(s) for s in segment_ids})
 
         def attempt() -> dict[int, int]:
-            txn = _delta.DeltaTransaction(self.spark, path)
+            txn = _delta.transaction(self.spark, path)
             txn.track_partitions(EVENTS_PARTITION, ids)
             tails = self.segment_tails_in(txn, scope, stream, ids)
             todo = {sid: t.length for sid, t in tails.items() if not t.sealed}
@@ -543,7 +543,7 @@ class Store:
         """
         if not starts:
             return 0
-        txn = _delta.DeltaTransaction(self.spark, self.events_path(scope, stream))
+        txn = _delta.transaction(self.spark, self.events_path(scope, stream))
         files = txn.all_files()
         if files is not None:  # a marker is always a file of its own: its statistics say so
             present = set()
@@ -592,7 +592,7 @@ class Store:
         commit. The files looked at are the commit's reads, so a concurrent removal of one of
         them (another process finishing the same truncation) makes it conflict and retry, while
         appends (always above the tail, so above every start) do not."""
-        txn = _delta.DeltaTransaction(self.spark, self.events_path(scope, stream))
+        txn = _delta.transaction(self.spark, self.events_path(scope, stream))
         files = txn.read_files_in(EVENTS_PARTITION, sorted(below))
         removed, straddling = [], []
         for f in files:  # a file's rows lie in [base_offset, end_offset): the log says where

@@ -36,6 +36,7 @@ from .routing import (
     with_event_checks,
     with_key_position,
     with_relative_offsets,
+    with_absolute_offsets,
     with_segment_id,
 )
 from .schema import (
@@ -134,9 +135,13 @@ class Appender:
         self.scope = scope
         self.stream = stream
         self.writer_id = writer_id
-        self.session = controller.spark.newSession()
-        for key, value in WRITER_CONF.items():
-            self.session.conf.set(key, value)
+        self.connect = _delta.is_connect(controller.spark)
+        if self.connect:  # no session of its own (Connect has no newSession): settings per write
+            self.session = controller.spark
+        else:
+            self.session = controller.spark.newSession()
+            for key, value in WRITER_CONF.items():
+                self.session.conf.set(key, value)
         self.retry = retry or _delta.RetryPolicy(attempts=40, max_backoff=3.0)
         self.task_files = True
         # open segments and tails after our last commit, its version and the table's id: exact
@@ -159,7 +164,7 @@ class Appender:
 
     def transaction(self) -> _delta.DeltaTransaction:
         """A new transaction on the stream's events table, in this appender's session."""
-        return _delta.DeltaTransaction(self.session, self.store.events_path(self.scope, self.stream))
+        return _delta.transaction(self.session, self.store.events_path(self.scope, self.stream))
 
     def forget_tails(self) -> None:
         """Drop the tails known from the last commit (the next append reads them again)."""
@@ -169,6 +174,10 @@ class Appender:
                order_by: str | list[str] | None = None, write_number: int | None = None) -> WriteResult:
         """``EventStreamWriter.write_events``: every row of ``df`` as an event, in one commit."""
         number = check_write_number(write_number)
+        if self.connect:
+            events = self.prepare(df, routing_key, event, order_by)
+            names = [order_by] if isinstance(order_by, str) else list(order_by or [])
+            return self.retrying(lambda: self.attempt_at_tails(events, names, number), f"append to {self.scoped_name}")
         guard = None if number is None else self.idempotence_guard(number)
         files_of = self.files_of(self.routed(df, routing_key, event, order_by))
         return self.retrying(lambda: self.attempt(files_of, guard), f"append to {self.scoped_name}")
@@ -328,6 +337,50 @@ class Appender:
                              StreamCut(self.scoped_name, lengths), grown)
         log.info("%s wrote %d events (%d bytes) to %s at version %s", self.writer_id,
                  result.event_count, result.byte_count, self.scoped_name, version)
+        return result
+
+    def attempt_at_tails(self, events: DataFrame, order: list[str], number: int | None) -> WriteResult:
+        """One attempt of an append over Spark Connect: the events placed at the tails (from this
+        writer's last commit, else read), inserted by one fenced MERGE (``_delta.connect``) that
+        inserts nothing if the tails moved or a segment was sealed. A write number rides with the
+        MERGE as Delta's idempotent-DML setting: Delta skips a number it already recorded."""
+        txn = self.transaction()
+        if self._hint is not None:
+            segments, tails = self._hint[0], self._hint[1]
+            txn.track_partitions(EVENTS_PARTITION, list(tails))
+            txn.expect_tails(EVENTS_PARTITION, tails)
+        else:
+            segments, tails = self.open_segments_settling(txn)
+        self._hint = None
+        placed = (events
+                  .transform(with_key_position)
+                  .transform(with_segment_id, segments=segments)
+                  .transform(with_event_checks)
+                  .transform(with_absolute_offsets, tails, order=[*order, "__seq"])
+                  .select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENTS_SCHEMA.fields
+                            if f.name not in ("record_type", "writer_id", "write_time", "rel_event_offset")],
+                          F.lit(RECORD_EVENT).alias("record_type"), F.lit(self.writer_id).alias("writer_id"),
+                          F.current_timestamp().alias("write_time"),
+                          F.lit(None).cast("long").alias("rel_event_offset"))
+                  .select(*EVENTS_SCHEMA.fieldNames()))
+        app = None if number is None else txn.set_app_version(WRITER_APP_PREFIX + self.writer_id, number)
+        failpoint("append:before_commit")
+        try:
+            inserted = txn.insert_frame(placed, app)
+        except Exception as exc:  # the job's raise_error surfaces as a Spark error
+            self._raise_event_error(exc)
+            raise
+        failpoint("append:after_commit")
+        if inserted < 0:
+            log.info("%s: write number %d skipped (already applied)", self.writer_id, number)
+            return WriteResult(0, 0, None, StreamCut(self.scoped_name, tails))
+        grown = {sid: end - tails[sid] for sid, end in txn.ends_of_insert().items()} if inserted else {}
+        lengths = {sid: tails[sid] + grown.get(sid, 0) for sid in tails}
+        self._hint = (segments, lengths, None, None)
+        self._position = {sid: off for sid, off in self._position.items() if sid in tails}
+        self._position.update({sid: lengths[sid] for sid in grown})
+        result = WriteResult(inserted, sum(grown.values()), None, StreamCut(self.scoped_name, lengths), grown)
+        log.info("%s wrote %d events (%d bytes) to %s", self.writer_id, inserted, result.byte_count, self.scoped_name)
         return result
 
     def _lengths_after(self, txn: _delta.DeltaTransaction, version: int, lengths: dict[int, int],

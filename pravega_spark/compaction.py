@@ -102,7 +102,7 @@ def compact(spark, events_path: str, segment_ids: Sequence[int] | None = None,
     """Compact the events table at ``events_path`` (only ``segment_ids`` if given): one commit."""
 
     def attempt() -> CompactionResult:
-        txn = _delta.DeltaTransaction(spark, events_path)
+        txn = _delta.transaction(spark, events_path)
         files = txn.unfenced_files()
         if segment_ids is not None:
             wanted = {int(s) for s in segment_ids}

@@ -155,6 +155,11 @@ class UnsafeLogStoreError(InvalidConfigError):
     store is not used. The message names the setting to add."""
 
 
+class UnsupportedOperationError(PravegaSparkError):
+    """The session cannot do this: e.g. an operation that needs the JVM on a Spark Connect
+    session (the message names the capability)."""
+
+
 class RetriesExhaustedError(PravegaSparkError):
     """A commit kept conflicting with concurrent writers; nothing was written by this call."""
 

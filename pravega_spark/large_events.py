@@ -356,7 +356,7 @@ class LargeEventWriter(io.RawIOBase):
         now = datetime.now(timezone.utc)
         if self._started is None:
             self._started = now  # one write time for all of the event's chunks
-        events = _delta.DeltaTransaction(self._session, self._store.events_path(w.scope, w.stream))
+        events = _delta.transaction(self._session, self._store.events_path(w.scope, w.stream))
         [add] = events.write_rows([chunk_row(position, chunk, last, self.routing_key, w.writer_id, self._started)],
                                   EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS,
                                   folder=f"transient={self.transient_id}")
@@ -364,7 +364,7 @@ class LargeEventWriter(io.RawIOBase):
                     add.to_json(), now)
 
         def attempt() -> int:  # a blind append: nobody else writes this transient id's partition
-            txn = _delta.DeltaTransaction(self._session, path)
+            txn = _delta.transaction(self._session, path)
             return txn.commit(txn.write_rows([manifest], TRANSIENT_SCHEMA, (TRANSIENT_PARTITION,),
                                              TRANSIENT_STATS_COLUMNS), (TRANSIENT_PARTITION,))
 
@@ -420,7 +420,7 @@ def decide(controller: Controller, scope: str, stream: str, transient_ids: list[
     path = controller.store.events_path(scope, stream)
 
     def attempt() -> dict[str, int]:
-        txn = _delta.DeltaTransaction(controller.spark, path)
+        txn = _delta.transaction(controller.spark, path)
         current = {t: txn.app_version(transient_app_id(t)) for t in transient_ids}
         todo = [t for t, v in current.items() if v < 0]
         if todo:
@@ -433,7 +433,7 @@ def decide(controller: Controller, scope: str, stream: str, transient_ids: list[
 def staged_positions(session, path: str, transient_id: str) -> list[int]:
     """The positions of a transient id's staged chunks, in order, from the transient table's log
     (each manifest file's statistics; no data read)."""
-    txn = _delta.DeltaTransaction(session, path)
+    txn = _delta.transaction(session, path)
     files = [f for f in txn.unfenced_files() if f.partition(TRANSIENT_PARTITION) == transient_id]
     return sorted(int(f.min_values["position"]) for f in files)
 
@@ -446,7 +446,7 @@ def remove_transient(session, path: str, events_path: str, transient_ids: list[s
     found: list[dict] = []
 
     def attempt() -> None:
-        txn = _delta.DeltaTransaction(session, path)
+        txn = _delta.transaction(session, path)
         files = txn.files_where(f"{TRANSIENT_PARTITION} IN ({ids})")
         found[:] = txn.rows(files)
         if files:
@@ -481,7 +481,7 @@ class TransientCleanup:
 def idle_transient_ids(session, path: str, now: datetime, idle_timeout: timedelta) -> dict[str, int]:
     """Transient ids whose latest staged chunk is older than ``idle_timeout`` at ``now``, with
     their staged payload bytes (from the manifests' log entries and statistics)."""
-    txn = _delta.DeltaTransaction(session, path)
+    txn = _delta.transaction(session, path)
     latest: dict[str, int] = {}
     sizes: dict[str, int] = {}
     for f in txn.unfenced_files():  # with statistics (sizes)

@@ -57,14 +57,14 @@ def staged_age_hours(controller: Controller, scope: str, stream: str) -> float |
     than its begin, at most ``MAX_EXECUTION_TIME`` before its max execution expiry).
     """
     spark, store = controller.spark, controller.store
-    events = _delta.DeltaTransaction(spark, store.events_path(scope, stream))
+    events = _delta.transaction(spark, store.events_path(scope, stream))
     times = [f.modification_time for f in events.files_where(f"{EVENTS_PARTITION} < 0")]
     now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
     times += [int(s["max_execution_expiry"].timestamp() * 1000) - int(MAX_EXECUTION_TIME.total_seconds() * 1000)
               for s in transaction_states(events, now_ms) if s["status"] == "OPEN"]
     transient = store.transient_path(scope, stream)
     if _delta.is_table(spark, transient):
-        times += [f.modification_time for f in _delta.DeltaTransaction(spark, transient).files_where(None)]
+        times += [f.modification_time for f in _delta.transaction(spark, transient).files_where(None)]
     if not times:
         return None
     return max(0.0, (now_ms - min(times)) / 3_600_000)

@@ -85,7 +85,7 @@ class ReaderGroupSink:
         owners = {SegmentRef(stream, sid): tok for (stream, sid), tok in batch.owners.items()}
 
         def attempt() -> int:
-            txn = _delta.DeltaTransaction(self.spark, self.path)
+            txn = _delta.transaction(self.spark, self.path)
             keep: list[SegmentRef] = []
             for ref, (low, high) in sorted(ranges.items()):
                 owner = txn.app_version(self._app_id("own", ref))
@@ -123,7 +123,7 @@ class ReaderGroupSink:
             return {}  # nothing written yet (see ARCHITECTURE: a zombie's very first write is not fenced)
 
         def attempt() -> dict[SegmentRef, int]:
-            txn = _delta.DeltaTransaction(self.spark, self.path)
+            txn = _delta.transaction(self.spark, self.path)
             found = {}
             actions = []
             for ref in refs:

@@ -110,6 +110,30 @@ def with_relative_offsets(df: DataFrame, *, segment: str = "segment_id", event: 
               .withColumn("end_offset", F.lit(UNPLACED).cast("long")))
 
 
+def with_absolute_offsets(df: DataFrame, tails: Mapping[int, int], *, order: Sequence[str] = ("__seq",),
+                          segment: str = "segment_id", event: str = "event") -> DataFrame:
+    """Adds the layout-v2 offsets of one write placed at the segments' ``tails``: in each segment
+    the events follow ``order`` from its tail, ``base_offset`` is the tail and ``end_offset`` the
+    tail plus the write's bytes there, ``rel_offset``/``rel_next_offset`` relative to the base.
+
+    The Spark Connect writer's layout (no file can be placed at commit there): one shuffle by
+    segment, so that a segment's events are counted in one task.
+    """
+    from pyspark.sql.window import Window
+
+    framed = F.length(F.col(event)).cast("long") + F.lit(HEADER_SIZE)
+    running = Window.partitionBy(segment).orderBy(*[F.col(c) for c in order]).rowsBetween(
+        Window.unboundedPreceding, Window.currentRow)
+    whole = Window.partitionBy(segment)
+    base = F.lit(0).cast("long")
+    for sid, tail in sorted(tails.items()):
+        base = F.when(F.col(segment) == F.lit(int(sid)), F.lit(int(tail)).cast("long")).otherwise(base)
+    return (df.withColumn("rel_next_offset", F.sum(framed).over(running))
+              .withColumn("rel_offset", F.col("rel_next_offset") - framed)
+              .withColumn("base_offset", base)
+              .withColumn("end_offset", F.col("base_offset") + F.sum(framed).over(whole)))
+
+
 def running_ends(extent: dict[int, int], segments, sizes):
     """Each row's end offset relative to its segment's ``extent`` so far (numpy arrays in, one
     out), updating ``extent``: the per-task running sum of ``with_relative_offsets``."""

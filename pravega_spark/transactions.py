@@ -675,7 +675,7 @@ def abort_timed_out(events_txn_factory, scope: str, stream: str, now_ms: int, sp
 def transactions_df(controller: Controller, scope: str, stream: str, now: datetime | None = None) -> DataFrame:
     """``StreamManager.transactions``: the stream's transactions with their status as of ``now``."""
     controller.stream_record(scope, stream)
-    txn = _delta.DeltaTransaction(controller.spark, controller.store.events_path(scope, stream))
+    txn = _delta.transaction(controller.spark, controller.store.events_path(scope, stream))
     rows = [tuple(s.values()) for s in transaction_states(txn, epoch_ms(now))]
     return controller.spark.createDataFrame(rows, TRANSACTIONS_DDL)
 
@@ -689,7 +689,7 @@ def abort_timed_out_transactions(controller: Controller, now: datetime | None, s
     for s, t in controller.stream_names(scope, stream):
         path = controller.store.events_path(s, t)
         try:
-            aborted = abort_timed_out(lambda p=path: _delta.DeltaTransaction(controller.spark, p), s, t, now_ms,
+            aborted = abort_timed_out(lambda p=path: _delta.transaction(controller.spark, p), s, t, now_ms,
                                       controller.spark, path)
         except Exception as exc:  # noqa: BLE001 - a stream deleted meanwhile is skipped
             if _delta.is_table(controller.spark, path):

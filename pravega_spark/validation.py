@@ -437,14 +437,14 @@ def _watermarks(controller: Controller, scope: str, stream: str) -> list[tuple[d
 def _undecided_staging(controller: Controller, scope: str, stream: str) -> list[int]:
     """The staging partitions of transactions neither committed nor aborted (a timed-out one
     keeps its staged rows until the timeout job aborts it)."""
-    txn = _delta.DeltaTransaction(controller.spark, controller.store.events_path(scope, stream))
+    txn = _delta.transaction(controller.spark, controller.store.events_path(scope, stream))
     return [staging_partition(uuid.UUID(t["txn_id"])) for t in transaction_states(txn, epoch_ms())
             if t["status"] == "OPEN" or t["timed_out"]]
 
 
 def _quiet_version(controller: Controller, scope: str, stream: str, attempts: int = 20) -> tuple[StreamRecord, int]:
     """The settled stream row and an events-table version read while that row did not change."""
-    remove_decided_manifests(lambda: _delta.DeltaTransaction(controller.spark, controller.store.events_path(scope, stream)),
+    remove_decided_manifests(lambda: _delta.transaction(controller.spark, controller.store.events_path(scope, stream)),
                              epoch_ms())
     for _ in range(attempts):
         record = controller.recover(controller.stream_record(scope, stream))

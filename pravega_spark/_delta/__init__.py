@@ -15,10 +15,12 @@ The interface the rest of the library uses is :class:`backend.DeltaBackend` (``b
 - ``log``: log reads (versions, listed files, summaries, commits' changes);
 - ``storage``: files under tables (rows without a Spark job, writes, deletes, VACUUM);
 - ``actions``: plain values to Delta's actions and back, in batches;
-- ``transaction``: a transaction driven directly (the classic backend's fence), table creation.
+- ``transaction``: a transaction driven directly (the classic backend's fence), table creation;
+- ``connect``: the Spark Connect backend (public SQL only: each fence is one MERGE);
+- ``dispatch``: the seam's functions, each run by its session's backend.
 """
 
-from .backend import ClassicBackend, DeltaBackend, replace
+from .backend import ClassicBackend, ConnectBackend, DeltaBackend, backend_for, replace
 from .files import (
     AppVersion,
     CommitMetrics,
@@ -33,38 +35,47 @@ from .files import (
     set_clock,
     summarize,
 )
-from .log import exists, file_changes, latest, recent_changes, summarize_table, table_state, version
-from .object_store import check_root, pyarrow_s3_options
+from .connect import is_connect
+from .dispatch import (
+    activate,
+    check_root,
+    configure_session,
+    create_table,
+    delete_files,
+    delete_where,
+    estimated_size,
+    exists,
+    file_changes,
+    in_session,
+    is_stopped,
+    is_table,
+    latest,
+    plan_leaves,
+    pyarrow_s3_options,
+    qualify,
+    read,
+    recent_changes,
+    remove_path,
+    transaction,
+    vacuum,
+    version,
+    wait_for_listeners,
+)
+from .log import summarize_table, table_state
 from .retry import CONFLICTS, DEFAULT_RETRY, Retry, RetryPolicy, is_conflict, retrying
 from .session import (
     SESSION_CONF,
-    activate,
-    configure_session,
-    estimated_size,
-    in_session,
-    is_stopped,
     observed_if_done,
-    plan_leaves,
-    qualify,
     session_key,
     streaming_query_id,
     streaming_query_sink,
-    wait_for_listeners,
 )
-from .storage import (
-    commit_lock,
-    delete_files,
-    is_table,
-    local_dir,
-    read,
-    read_rows,
-    remove_path,
-    vacuum,
-)
-from .transaction import DeltaTransaction, create_table
+from .storage import commit_lock, local_dir, read_rows
+from .transaction import DeltaTransaction
 
 __all__ = [
-    "CONFLICTS", "DEFAULT_RETRY", "SESSION_CONF", "AppVersion", "ClassicBackend", "CommitMetrics",
+    "CONFLICTS", "DEFAULT_RETRY", "SESSION_CONF", "AppVersion", "ClassicBackend", "CommitMetrics", "ConnectBackend",
+    "backend_for", "delete_where", "is_connect", "transaction",
     "DeltaBackend", "DeltaTransaction", "FileEntry", "check_root", "pyarrow_s3_options", "PartitionSummary", "Removal", "Retry",
     "RetryPolicy", "TableState", "activate", "arrow_type", "clock", "commit_lock", "commit_times", "configure_session",
     "create_table", "delete_files", "estimated_size", "exists", "file_changes", "in_session",

@@ -18,7 +18,7 @@ from typing import Protocol
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from . import log, session, storage
+from . import connect, dispatch, log, session, storage
 from .files import PartitionSummary, TableState
 from .retry import RetryPolicy, retrying
 from .transaction import DeltaTransaction, create_table
@@ -72,8 +72,16 @@ class DeltaBackend(Protocol):
         """Delete ``path`` and everything under it from storage."""
 
 
+def backend_for(spark: SparkSession) -> ClassicBackend | ConnectBackend:
+    """The backend serving ``spark``: Connect for a Spark Connect session (or when
+    ``PRAVEGA_SPARK_BACKEND=connect``), else classic."""
+    return ConnectBackend(spark) if connect.is_connect(spark) else ClassicBackend(spark)
+
+
 class ClassicBackend:
     """``DeltaBackend`` through the session's JVM (classic Spark and Databricks classic clusters)."""
+
+    connect = False
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
@@ -112,7 +120,7 @@ class ClassicBackend:
         partition_by = partition_by or ((partition[0],) if partition else ())
 
         def attempt() -> bool:
-            txn = DeltaTransaction(self.spark, path)
+            txn = self.transaction(path)
             files = txn.read_partition(*partition) if partition else txn.read_whole_table()
             rows = change(txn.rows(files))
             if rows is None:
@@ -133,6 +141,49 @@ class ClassicBackend:
 
     def remove_path(self, path: str) -> bool:
         return storage.remove_path(self.spark, path)
+
+
+class ConnectBackend(ClassicBackend):
+    """``DeltaBackend`` with public SQL only (Spark Connect: Databricks serverless and standard
+    clusters). Its transactions are ``connect.ConnectTransaction``s: a commit is one MERGE."""
+
+    connect = True
+
+    def __repr__(self) -> str:
+        return "ConnectBackend()"
+
+    def qualify(self, path: str) -> str:
+        return connect.qualify(self.spark, path)
+
+    def table_state(self, path: str, version: int | None = None) -> TableState:
+        number = connect.version(self.spark, path) if version is None else int(version)
+        return TableState(number, connect.table_id(self.spark, path) if number >= 0 else None, None)
+
+    def create_table(self, path: str, schema: StructType, partition_by: tuple[str, ...] = (),
+                     properties: dict[str, str] | None = None) -> bool:
+        return dispatch.create_table(self.spark, path, schema, partition_by, properties)
+
+    def read(self, path: str, version: int | None = None) -> DataFrame:
+        return connect.read(self.spark, path, version)
+
+    def read_rows(self, path: str, column: str | None = None, value: str | None = None) -> list[dict] | None:
+        return None  # no file access: the caller queries ``read``
+
+    def summarize(self, path: str, column: str, values: Sequence[int], end_column: str, stat: str,
+                  version: int | None = None) -> dict[int, PartitionSummary]:
+        return connect.summarize(self.spark, path, column, values, end_column, stat, version)
+
+    def transaction(self, path: str) -> connect.ConnectTransaction:
+        return connect.ConnectTransaction(self.spark, path)
+
+    def file_changes(self, path: str, start: int, end: int) -> list[tuple[int, list[dict], list[dict]]]:
+        return dispatch.file_changes(self.spark, path, start, end)
+
+    def vacuum(self, path: str, retention_hours: float | None) -> None:
+        connect.vacuum(self.spark, path, retention_hours)
+
+    def remove_path(self, path: str) -> bool:
+        return dispatch.remove_path(self.spark, path)
 
 
 def replace(txn: DeltaTransaction, files: Sequence, rows: Sequence[tuple], schema: StructType,

@@ -53,6 +53,10 @@ class RetryPolicy:
 
 DEFAULT_RETRY = RetryPolicy()
 
+# The message of the error a Spark Connect commit raises when the rows it was decided on changed
+# before it ran (``connect.ConnectTransaction``): a conflict, like Delta's own.
+STALE = "pravega_spark: stale read"
+
 
 class Retry(Exception):
     """Raised inside a retried step to ask for another attempt (e.g. a stale read was detected)."""
@@ -68,7 +72,7 @@ def is_conflict(exc: BaseException) -> bool:
     # as a Py4J error naming them.
     text = str(exc)
     return ("FileAlreadyExistsException" in text or "DELTA_CONCURRENT" in text
-            or "RemoteFileChangedException" in text or "PreconditionFailed" in text
+            or "RemoteFileChangedException" in text or "PreconditionFailed" in text or STALE in text
             or any(f"exceptions.{cls.__name__}" in text for cls in CONFLICTS))
 
 

@@ -1,0 +1,491 @@
+"""The Delta seam over Spark Connect: public SQL and DataFrame calls only, no JVM handle.
+
+Databricks serverless and standard (shared) clusters hand out Spark Connect sessions: no
+``_jvm``, no ``_jsparkSession``, no ``_jdf``. A commit there is one Delta command, so each fence
+of the classic backend (a transaction driven directly) becomes one MERGE whose ON clause names the
+fenced partitions literally (Delta's conflict checker then fails it on a concurrent add there, as
+it fails the classic transaction) and whose conditions carry the decision taken on the rows read:
+
+- **rows** (small tables: compare-and-set of a partition). The rows read are identified by a
+  fingerprint (``xxhash64`` of all columns, computed by the server at the read). One source row
+  per fingerprint matches its target row; one more source row per commit matches every target
+  row of the fence whose fingerprint was *not* read. So each target row in the fence matches
+  exactly one source row, and the MERGE raises ``STALE`` if a row read has gone (or changed) or a
+  row not read has appeared since the read; otherwise it deletes the rows removed and inserts the
+  new ones. The read and the MERGE's own snapshot may differ; what matters is that the rows are
+  the same.
+- **tails** (events tables: appends, seals). The ON clause fences the segments and prunes to the
+  region at or after each tail read; a data condition matches any row there that ends after the
+  tail or seals the segment. Such a row matches every source row, so the MERGE inserts nothing:
+  the caller sees 0 rows inserted and retries from fresh tails.
+
+``ConnectTransaction`` offers the part of ``DeltaTransaction``'s interface these need, so the
+control plane's code is the same on both backends. What Connect cannot express (placing files at
+commit, application versions read back from the log, job-free log reads) raises
+``UnsupportedOperationError`` naming the capability.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from ..errors import InvalidConfigError, UnsupportedOperationError
+from .files import AppVersion, PartitionSummary
+from .retry import STALE, Retry
+
+log = logging.getLogger("pravega_spark")
+
+BACKEND_ENV = "PRAVEGA_SPARK_BACKEND"
+FINGERPRINT = "__fp"
+# Spark Connect's client logs a failed query at ERROR (with the server's stack trace) before it
+# raises: our expected failures (a stale read, a missing table) are not errors to a user
+_CLIENT_LOGGERS = ("SQLQueryContextLogger", "pyspark.sql.connect.client.logger", "pyspark.sql.connect.logging")
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is served by the Connect backend: a Spark Connect session, or any session
+    when ``PRAVEGA_SPARK_BACKEND=connect`` (tests run the SQL-only backend on a classic session
+    that way). ``PRAVEGA_SPARK_BACKEND=classic`` on a Connect session is refused: it has no JVM."""
+    forced = os.environ.get(BACKEND_ENV, "").strip().lower()
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError:  # the connect extra is not installed: no session can be one
+        remote = False
+    else:
+        remote = isinstance(spark, ConnectSession)
+    if forced == "classic" and remote:
+        raise InvalidConfigError(f"{BACKEND_ENV}=classic, but the session is a Spark Connect session (no JVM): "
+                                 "unset it")
+    if forced not in ("", "classic", "connect"):
+        raise InvalidConfigError(f"{BACKEND_ENV} must be 'classic' or 'connect', got {forced!r}")
+    return remote or forced == "connect"
+
+
+def quiet_client_logs() -> None:
+    """Keep Spark Connect's client from logging, at ERROR, failures this package handles."""
+    for name in _CLIENT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def table(path: str) -> str:
+    """``delta.`path``` for SQL, the path's backticks doubled."""
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
+def literal(value) -> str:
+    """A SQL literal of a string or int partition value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _missing(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(mark in text for mark in ("DELTA_MISSING_DELTA_TABLE", "PATH_NOT_FOUND", "is not a Delta table",
+                                         "DELTA_TABLE_NOT_FOUND", "DELTA_PATH_DOES_NOT_EXIST",
+                                         "TABLE_OR_VIEW_NOT_FOUND", "doesn't exist"))
+
+
+# ---- paths and tables ---------------------------------------------------------------------------
+def qualify(spark: SparkSession, path: str) -> str:
+    """``path`` unchanged (without a trailing ``/``) when it names a location on its own: a URI
+    (``file:``, ``s3a://``, ``abfss://``, ``dbfs:/``) or an absolute path (``/Volumes/...``).
+
+    Raises:
+        InvalidConfigError: a relative path: the client's working directory is not the server's.
+    """
+    text = str(path)
+    if ":" in text.split("/")[0] or text.startswith("/"):
+        return text.rstrip("/") or text
+    raise InvalidConfigError(f"root {text!r} is relative, and a Spark Connect server does not share this process's "
+                             "working directory: give an absolute path or a URI (file:/..., s3a://..., "
+                             "abfss://..., /Volumes/...)")
+
+
+def version(spark: SparkSession, path: str) -> int:
+    """The table's latest committed version, -1 when there is no table (one history query)."""
+    quiet_client_logs()
+    try:
+        rows = spark.sql(f"DESCRIBE HISTORY {table(path)} LIMIT 1").select("version").collect()
+    except Exception as exc:
+        if _missing(exc):
+            return -1
+        raise
+    return int(rows[0][0]) if rows else -1
+
+
+def table_id(spark: SparkSession, path: str) -> str:
+    """The table's id (``DESCRIBE DETAIL``): a table deleted and created again gets a new one."""
+    return str(spark.sql(f"DESCRIBE DETAIL {table(path)}").select("id").collect()[0][0])
+
+
+def latest(spark: SparkSession, path: str) -> tuple[int, str]:
+    """The table's latest version and its id."""
+    number = version(spark, path)
+    return number, table_id(spark, path)
+
+
+def exists(spark: SparkSession, path: str) -> bool:
+    return version(spark, path) >= 0
+
+
+def read(spark: SparkSession, path: str, at: int | None = None) -> DataFrame:
+    """The table (at version ``at``) as a DataFrame."""
+    reader = spark.read.format("delta")
+    if at is not None:
+        reader = reader.option("versionAsOf", int(at))
+    return reader.load(path)
+
+
+def column_ddl(schema: StructType) -> str:
+    return ", ".join(f"`{f.name}` {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
+                     for f in schema.fields)
+
+
+def create_table(spark: SparkSession, path: str, schema: StructType, partition_by: tuple[str, ...] = (),
+                 properties: dict[str, str] | None = None, rows: list[tuple] | None = None) -> bool:
+    """``CREATE TABLE IF NOT EXISTS`` at ``path``; True if this call created it. Two creators
+    racing: the log store lets one write version 0, the other's commit conflicts and its retry
+    (``retrying`` around this) finds the table."""
+    if version(spark, path) >= 0:
+        return False
+    props = {"delta.isolationLevel": "Serializable", **(properties or {})}
+    parts = f" PARTITIONED BY ({', '.join(f'`{c}`' for c in partition_by)})" if partition_by else ""
+    tbl = ", ".join(f"{literal(k)} = {literal(v)}" for k, v in props.items())
+    if rows:  # the metadata and the rows in one commit (version 0)
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {table(path)} USING delta{parts} TBLPROPERTIES ({tbl}) "
+                  "AS SELECT * FROM {source}", source=spark.createDataFrame(rows, schema))
+    else:
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {table(path)} ({column_ddl(schema)}) USING delta{parts} "
+                  f"TBLPROPERTIES ({tbl})")
+    return True
+
+
+def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> None:
+    """``VACUUM`` (Delta's default retention when ``retention_hours`` is None)."""
+    retain = "" if retention_hours is None else f" RETAIN {float(retention_hours)} HOURS"
+    spark.sql(f"VACUUM {table(path)}{retain}").collect()
+
+
+def delete_where(spark: SparkSession, path: str, condition: str) -> tuple[int | None, dict[str, int]]:
+    """One ``DELETE`` (partition-only conditions delete whole files without reading them; others
+    rewrite the files they touch): the new version (None when nothing matched) and its metrics."""
+    before = version(spark, path)
+    result = spark.sql(f"DELETE FROM {table(path)} WHERE {condition}").collect()
+    deleted = int(result[0][0]) if result and result[0][0] is not None else 0
+    after = version(spark, path)
+    if after == before:
+        return None, {"numDeletedRows": 0}
+    return after, {"numDeletedRows": deleted}
+
+
+def aware(value):
+    """A collected timestamp as an aware UTC datetime (Connect hands back naive local times)."""
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc)
+    return value
+
+
+def row_dict(row, names: Sequence[str]) -> dict:
+    return {n: aware(row[n]) for n in names}
+
+
+def summarize(spark: SparkSession, path: str, column: str, values: Sequence[int], end_column: str, stat: str,
+              at: int | None = None) -> dict[int, PartitionSummary]:
+    """Per partition value: the largest ``end_column`` and the extrema of ``stat`` (one aggregate
+    query over the partitions' rows: Connect reads no log)."""
+    ids = sorted({int(v) for v in values})
+    if not ids:
+        return {}
+    df = read(spark, path, at).where(F.col(column).isin(ids))
+    rows = df.groupBy(column).agg(F.max(end_column).alias("end"), F.min(stat).alias("low"),
+                                  F.max(stat).alias("high")).collect()
+    return {int(r[column]): PartitionSummary(int(r["end"]), r["low"], r["high"]) for r in rows}
+
+
+# ---- the transaction ----------------------------------------------------------------------------
+@dataclass
+class RowsRead:
+    """Rows of the table read by a ``ConnectTransaction`` (what ``DeltaTransaction`` calls files):
+    the rows, their fingerprints, and the fence (SQL over the target ``t``) they cover."""
+
+    fence: str
+    rows: list[dict]
+    fingerprints: list[int]
+
+    def __repr__(self) -> str:
+        return f"RowsRead({self.fence}, {len(self.rows)} rows)"
+
+
+@dataclass
+class RowsRemoved:
+    """A ``removals`` marker: these rows are deleted by the commit."""
+
+    read: RowsRead
+
+
+@dataclass
+class NewRows:
+    """A ``write_rows`` result: rows the commit inserts (tuples in ``schema``'s order)."""
+
+    rows: list[tuple]
+    schema: StructType
+    num_records: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.num_records = len(self.rows)
+
+
+class ConnectTransaction:
+    """A commit of the Connect backend, with ``DeltaTransaction``'s interface (the part the
+    control plane uses): reads declare the fence, ``commit`` is one MERGE (see the module
+    docstring). Nothing is written before ``commit``."""
+
+    def __init__(self, spark: SparkSession, path: str) -> None:
+        quiet_client_logs()
+        self.spark = spark
+        self.path = path
+        self._read_version: int | None = None
+        self._table_id: str | None = None
+        self._reads: list[RowsRead] = []
+        self._tails: dict[int, int] | None = None
+        self._tail_column: str | None = None
+        self.inserted: int | None = None  # rows the last commit inserted
+
+    def __repr__(self) -> str:
+        return f"ConnectTransaction({self.path}, read_version={self.read_version})"
+
+    @property
+    def read_version(self) -> int:
+        """The table's version when first asked (-1: no table). Reads and commits do not depend
+        on it: a commit's conditions compare what was read with what the MERGE finds."""
+        if self._read_version is None:
+            self._read_version = version(self.spark, self.path)
+        return self._read_version
+
+    @property
+    def table_id(self) -> str:
+        if self._table_id is None:
+            self._table_id = table_id(self.spark, self.path)
+        return self._table_id
+
+    # ---- reads ------------------------------------------------------------------------------
+    def _read(self, fence: str) -> list[RowsRead]:
+        quiet_client_logs()
+        try:
+            df = read(self.spark, self.path)
+            names = df.columns
+            where = fence.replace("t.`", "`")
+            rows = (df.where(where) if fence != "true" else df).select(
+                "*", F.xxhash64(*names).alias(FINGERPRINT)).collect()
+        except Exception as exc:
+            if not _missing(exc):
+                raise
+            found = RowsRead(fence, [], [])
+        else:
+            found = RowsRead(fence, [row_dict(r, names) for r in rows], [int(r[FINGERPRINT]) for r in rows])
+        self._reads.append(found)
+        return [found]
+
+    def read_whole_table(self) -> list:
+        """Every row, fenced: any change to the table before the commit makes it fail."""
+        return self._read("true")
+
+    def read_partition(self, column: str, value: str) -> list:
+        """One string partition's rows, fenced."""
+        return self._read(f"t.`{column}` = {literal(str(value))}")
+
+    def all_files(self) -> None:
+        """Connect lists no files: None (callers fall back to a query)."""
+        return None
+
+    def rows(self, files: Sequence) -> list[dict]:
+        return [row for f in files if isinstance(f, RowsRead) for row in f.rows]
+
+    def track_partitions(self, column: str, values: list[int]) -> None:
+        """Fence these (integer) partitions; the commit's condition is the tails read by
+        ``summarize`` (see the module docstring)."""
+        self._tail_column = column
+        self._tails = {int(v): 0 for v in values} if self._tails is None else self._tails
+
+    def summarize(self, column: str, values: list[int], end_column: str, stat: str) -> dict[int, PartitionSummary]:
+        """The partitions' summaries at this transaction's version; their ends are the tails the
+        commit is conditioned on."""
+        found = summarize(self.spark, self.path, column, values, end_column, stat)
+        self._tail_column = column
+        self._tails = {int(v): (found[int(v)].end if int(v) in found else 0) for v in values}
+        return found
+
+    def expect_tails(self, column: str, tails: Mapping[int, int]) -> None:
+        """Condition the commit on ``tails`` known from elsewhere (a writer's last commit): if
+        they moved, the commit inserts nothing and raises ``Retry``."""
+        self._tail_column = column
+        self._tails = {int(s): int(t) for s, t in tails.items()}
+
+    def ends_of_insert(self) -> dict[int, int]:
+        """After an insert at the tails: each segment's end of what it inserted (the rows whose
+        base is the tail: the fence kept everyone else out of that region)."""
+        column, tails = self._tail_column, self._tails or {}
+        where = " OR ".join(f"(`{column}` = {int(s)} AND base_offset = {int(t)})" for s, t in sorted(tails.items()))
+        rows = (read(self.spark, self.path).where(where).groupBy(column)
+                .agg(F.max("end_offset").alias("end")).collect()) if where else []
+        return {int(r[column]): int(r["end"]) for r in rows}
+
+    def insert_frame(self, source: DataFrame, app: AppVersion | None = None) -> int:
+        """Insert ``source``'s rows at the tails read (or expected): the rows inserted, -1 when
+        Delta skipped the command as an application version already recorded.
+
+        Raises:
+            Retry: the tails moved (or a segment was sealed) since: nothing was written.
+        """
+        with app_version_conf(self.spark, app):
+            inserted = fenced_insert(self.spark, self.path, source, self._tail_column, self._tails)
+        if inserted == 0 and not source.isEmpty():
+            raise Retry(f"{self.path}: tails moved since they were read")
+        self.inserted = inserted
+        return inserted
+
+    # ---- writes -----------------------------------------------------------------------------
+    def write_rows(self, rows: list[tuple], schema: StructType, partition_by: tuple[str, ...] = (),
+                   stats_columns: tuple[str, ...] = (), folder: str | None = None) -> list[NewRows]:
+        return [NewRows(list(rows), schema)] if rows else []
+
+    @staticmethod
+    def removals(files: Sequence, data_change: bool = True) -> list[RowsRemoved]:
+        return [RowsRemoved(f) for f in files if isinstance(f, RowsRead)]
+
+    @staticmethod
+    def set_app_version(app_id: str, number: int) -> AppVersion:
+        return AppVersion(app_id, int(number))
+
+    def app_version(self, app_id: str) -> int:
+        raise UnsupportedOperationError("reading application versions from the log over Spark Connect")
+
+    def commit(self, adds: Sequence | None, partition_by: tuple[str, ...] = (), extra: Sequence | None = None,
+               delete_predicate: str | None = None) -> int:
+        """One MERGE (or INSERT) with this transaction's fence; returns the new version.
+
+        Raises:
+            Retry: the tails read are stale (a concurrent append or seal): nothing was written.
+            An error naming ``STALE`` (a conflict for ``retrying``): the rows read changed.
+        """
+        new = [a for a in (adds or []) if isinstance(a, NewRows)]
+        removed = [e.read for e in (extra or []) if isinstance(e, RowsRemoved)]
+        apps = [e for e in (extra or []) if isinstance(e, AppVersion)]
+        if delete_predicate is not None or any(not isinstance(e, (RowsRemoved, AppVersion)) for e in (extra or [])):
+            raise UnsupportedOperationError("committing files placed by hand over Spark Connect")
+        if len(apps) > 1:
+            raise UnsupportedOperationError("several application versions in one commit over Spark Connect")
+        schema = new[0].schema if new else None
+        rows = [r for n in new for r in n.rows]
+        if self._tails is not None:
+            if rows:
+                self.insert_frame(self.spark.createDataFrame(rows, schema), apps[0] if apps else None)
+        elif self._reads:
+            with app_version_conf(self.spark, apps[0] if apps else None):
+                self._commit_rows(rows, schema, removed)
+        elif rows:
+            writer = self.spark.createDataFrame(rows, schema).write.format("delta").mode("append")
+            if apps:
+                writer = writer.option("txnAppId", apps[0].app_id).option("txnVersion", apps[0].version)
+            writer.save(self.path)
+            self.inserted = len(rows)
+        else:
+            return self.read_version
+        return version(self.spark, self.path)
+
+    def _commit_rows(self, rows: list[tuple], schema: StructType | None, removed: list[RowsRead]) -> None:
+        target = read(self.spark, self.path)
+        names = target.columns
+        fields = {f.name: f for f in target.schema.fields}
+        fence = " OR ".join(f"({r.fence})" for r in self._reads)
+        known = sorted({fp for r in self._reads for fp in r.fingerprints})
+        gone = {fp for r in removed for fp in r.fingerprints}
+        control = StructType([StructField(n, fields[n].dataType, True) for n in names] + [
+            StructField("__op", StringType(), False), StructField(FINGERPRINT, LongType(), True),
+            StructField("__fps", ArrayType(LongType(), False), True), StructField("__del", BooleanType(), True)])
+        blank = (None,) * len(names)
+        source_rows = [(*blank, "c", None, known, False)]
+        source_rows += [(*blank, "r", fp, None, fp in gone) for fp in known]
+        order = schema.fieldNames() if schema is not None else names
+        for row in rows:
+            values = dict(zip(order, row, strict=True))
+            source_rows.append((*(values.get(n) for n in names), "n", None, None, False))
+        source = self.spark.createDataFrame(source_rows, control)
+        fp = f"xxhash64({', '.join(f't.`{n}`' for n in names)})"
+        first = f"`{names[0]}`"
+        stale = f"raise_error('{STALE} of {self.path.replace(chr(39), '')}')"
+        cols = ", ".join(f"`{n}`" for n in names)
+        values = ", ".join(f"s.`{n}`" for n in names)
+        self.spark.sql(
+            f"MERGE INTO {table(self.path)} AS t USING {{source}} AS s "
+            f"ON ({fence}) AND ((s.__op = 'c' AND NOT array_contains(s.__fps, {fp})) "
+            f"OR (s.__op = 'r' AND {fp} = s.{FINGERPRINT})) "
+            f"WHEN MATCHED AND s.__op = 'c' THEN UPDATE SET t.{first} = {stale} "
+            f"WHEN MATCHED AND s.__del THEN DELETE "
+            f"WHEN NOT MATCHED AND s.__op = 'r' THEN INSERT ({first}) VALUES ({stale}) "
+            f"WHEN NOT MATCHED AND s.__op = 'n' THEN INSERT ({cols}) VALUES ({values})",
+            source=source).collect()
+
+
+class app_version_conf:
+    """Delta's idempotent DML settings (``spark.databricks.delta.write.txnAppId/txnVersion``) for
+    one command: Delta records the version with the command's commit, or skips a command whose
+    version it already holds for the id."""
+
+    APP = "spark.databricks.delta.write.txnAppId"
+    VERSION = "spark.databricks.delta.write.txnVersion"
+
+    def __init__(self, spark: SparkSession, app: AppVersion | None) -> None:
+        self.spark = spark
+        self.app = app
+
+    def __enter__(self) -> None:
+        if self.app is not None:
+            self.spark.conf.set(self.APP, self.app.app_id)
+            self.spark.conf.set(self.VERSION, str(self.app.version))
+
+    def __exit__(self, *exc) -> None:
+        if self.app is not None:
+            self.spark.conf.unset(self.APP)
+            self.spark.conf.unset(self.VERSION)
+
+
+def fenced_insert(spark: SparkSession, path: str, source: DataFrame, column: str, tails: Mapping[int, int],
+                  seal_type: int = 1) -> int:
+    """Insert ``source``'s rows unless a row of one of the ``tails``' segments ends after its tail
+    or seals it (one insert-only MERGE, fenced on those segments); the rows inserted (0: stale).
+
+    The ON clause's partition-only conjuncts (the segments, and each one's region at or after its
+    tail) are the commit's read predicate: a concurrent add there fails it with Delta's
+    ``ConcurrentAppendException``. The data conjunct closes the window between reading the tails
+    and the MERGE's snapshot: such a row matches every source row, so nothing is inserted.
+    """
+    ids = sorted(int(s) for s in tails)
+    region = " OR ".join(f"(t.`{column}` = {s} AND t.base_offset >= {int(tails[s])})" for s in ids)
+    ends = " ".join(f"WHEN {s} THEN {int(tails[s])}" for s in ids)
+    result = spark.sql(
+        f"MERGE INTO {table(path)} AS t USING {{source}} AS s "
+        f"ON t.`{column}` IN ({', '.join(map(str, ids))}) AND ({region}) "
+        f"AND (t.end_offset > CASE t.`{column}` {ends} END OR t.record_type = {int(seal_type)}) "
+        f"WHEN NOT MATCHED THEN INSERT *", source=source).collect()
+    if not result:  # an idempotent replay: Delta skipped the command
+        return -1
+    return int(result[0]["num_inserted_rows"])

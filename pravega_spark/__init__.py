@@ -31,7 +31,6 @@ from .errors import (
     ReaderGroupNotFoundError,
     ReaderNotInReaderGroupError,
     RetriesExhaustedError,
-    UnsupportedOperationError,
     ScaleConflictError,
     ScalePreconditionError,
     ScopeNotEmptyError,
@@ -49,6 +48,7 @@ from .errors import (
     TxnFailedError,
     TxnNotFoundError,
     UnsafeLogStoreError,
+    UnsupportedOperationError,
     WorkflowPendingError,
 )
 from .large_events import EventPointer, LargeEventReader, LargeEventWriter, TransientCleanup

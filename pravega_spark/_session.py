@@ -200,11 +200,13 @@ def _jar_conf(known: dict[str, str]) -> dict[str, str]:
     return conf
 
 
-def connect_server_conf(port: int) -> dict[str, str]:
+def connect_server_conf(port: int, log_config: str | None = None) -> dict[str, str]:
     """The settings of a local Spark Connect server with Delta (``scripts/connect_server.sh``):
     Delta's extension and catalog, its jars and our log store, the local defaults, and every
-    listener (gRPC, driver, block manager) on 127.0.0.1."""
+    listener (gRPC, driver, block manager) on 127.0.0.1; ``log_config``: a log4j2 file."""
     conf = dict(LOCAL_DEFAULTS)
+    if log_config:
+        conf["spark.driver.extraJavaOptions"] += f" -Dlog4j2.configurationFile={log_config}"
     conf.update({k: LOOPBACK for k in LOOPBACK_CONF})
     conf.update({
         "spark.connect.grpc.binding.address": LOOPBACK,

@@ -58,6 +58,8 @@ from .schema import (
     TRANSIENT_PROPERTIES,
     TRANSIENT_SCHEMA,
     TRANSIENT_TABLE,
+    WATERMARKS_TABLE,
+    WRITER_MARKS_TABLE,
 )
 from .segments import SegmentRecord
 from .stream import StreamRecord
@@ -414,6 +416,12 @@ class Store:
                             EVENTS_PARTITIONS, EVENTS_PROPERTIES)
 
     def remove_stream_tables(self, scope: str, stream: str) -> bool:
+        """Delete the stream's folder; over Spark Connect (no file system), empty each of its
+        tables instead (VACUUM removes the bytes later; a stream created again refills them)."""
+        if self.backend.connect:
+            names = (SEGMENTS_TABLE, EVENTS_TABLE, RETENTION_SET_TABLE, AUTOSCALE_TABLE, SUBSCRIBERS_TABLE,
+                     TRANSIENT_TABLE, WRITER_MARKS_TABLE, WATERMARKS_TABLE)
+            return self.backend.clear_tables([f"{self.stream_dir(scope, stream)}/{n}" for n in names])
         return _delta.remove_path(self.spark, self.stream_dir(scope, stream))
 
     # ---- segments ----------------------------------------------------------------------------
@@ -592,6 +600,9 @@ class Store:
         commit. The files looked at are the commit's reads, so a concurrent removal of one of
         them (another process finishing the same truncation) makes it conflict and retry, while
         appends (always above the tail, so above every start) do not."""
+        if self.backend.connect:  # DELETE statements (no file placement over Spark Connect)
+            return _delta.CommitMetrics(*self.backend.truncate(self.events_path(scope, stream), EVENTS_PARTITION,
+                                                               dict(below)))
         txn = _delta.transaction(self.spark, self.events_path(scope, stream))
         files = txn.read_files_in(EVENTS_PARTITION, sorted(below))
         removed, straddling = [], []

@@ -33,10 +33,10 @@ from .routing import (
     PendingFile,
     key_position,
     place_files,
+    with_absolute_offsets,
     with_event_checks,
     with_key_position,
     with_relative_offsets,
-    with_absolute_offsets,
     with_segment_id,
 )
 from .schema import (

@@ -100,6 +100,7 @@ def extent_of(add: _delta.FileEntry) -> FileExtent:
 def compact(spark, events_path: str, segment_ids: Sequence[int] | None = None,
             target_size: int = DEFAULT_TARGET_FILE_SIZE, retry: _delta.RetryPolicy = _delta.DEFAULT_RETRY) -> CompactionResult:
     """Compact the events table at ``events_path`` (only ``segment_ids`` if given): one commit."""
+    _delta.require_classic(spark, "compaction")
 
     def attempt() -> CompactionResult:
         txn = _delta.transaction(spark, events_path)

@@ -218,6 +218,7 @@ class LargeEventWriter(io.RawIOBase):
 
     def __init__(self, appender: Appender, routing_key: str | None, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
         super().__init__()
+        _delta.require_classic(appender.session, "writing large events")
         self._appender = appender
         self._store = appender.store
         self._controller = appender.controller

@@ -57,6 +57,8 @@ def staged_age_hours(controller: Controller, scope: str, stream: str) -> float |
     than its begin, at most ``MAX_EXECUTION_TIME`` before its max execution expiry).
     """
     spark, store = controller.spark, controller.store
+    if _delta.is_connect(spark):  # no staged data there: transactions and large events need a classic session
+        return None
     events = _delta.transaction(spark, store.events_path(scope, stream))
     times = [f.modification_time for f in events.files_where(f"{EVENTS_PARTITION} < 0")]
     now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)

@@ -36,6 +36,8 @@ RETENTION_SET_TABLE = "retention_set"
 AUTOSCALE_TABLE = "autoscale"
 SUBSCRIBERS_TABLE = "subscribers"
 TRANSIENT_TABLE = "transient"
+WRITER_MARKS_TABLE = "writer_marks"
+WATERMARKS_TABLE = "watermarks"
 
 # Pravega frames each event with an 8-byte header (int32 type + int32 length).
 HEADER_SIZE = 8

@@ -483,6 +483,7 @@ class TransactionalEventStreamWriter:
     """
 
     def __init__(self, controller: Controller, scope: str, stream: str, writer_id: str | None = None) -> None:
+        _delta.require_classic(controller.spark, "Pravega transactions")
         self._controller = controller
         self._events = EventStreamWriter(controller, scope, stream, writer_id)
         self._appender = self._events.appender
@@ -626,6 +627,8 @@ def remove_decided_manifests(txn_factory, now_ms: int) -> int:
     txn = txn_factory()
     decided = {staging_partition(uuid.UUID(s["txn_id"])) for s in transaction_states(txn, now_ms)
                if s["status"] in ("COMMITTED", "ABORTED") and not s["timed_out"]}
+    if not decided:
+        return 0
     left = sorted({f.int_partition(EVENTS_PARTITION) for f in txn.files_where(f"{EVENTS_PARTITION} < 0")}
                   & decided)
     return remove_manifests(txn_factory, left) if left else 0

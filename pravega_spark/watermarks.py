@@ -40,14 +40,12 @@ from ._store import Store
 from .controller import Controller
 from .cut_algorithms import stream_cut_equal_or_after
 from .errors import InvalidWriterMarkError, StreamNotFoundError
-from .schema import CUT_ENTRIES
+from .schema import CUT_ENTRIES, WATERMARKS_TABLE, WRITER_MARKS_TABLE
 from .segments import SegmentRecord, epoch_members
 from .stream_cut import StreamCut
 
 log = logging.getLogger("pravega_spark")
 
-WRITER_MARKS_TABLE = "writer_marks"
-WATERMARKS_TABLE = "watermarks"
 # Pravega's StreamConfiguration default (0: a stale writer is not waited for).
 DEFAULT_AGGREGATION_TIMEOUT = timedelta(0)
 

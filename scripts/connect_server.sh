@@ -29,7 +29,7 @@ case "${1:-}" in
     args=()
     while IFS= read -r line; do args+=(--conf "$line"); done < <(
       "$PY" -c 'import sys; from pravega_spark._session import connect_server_conf
-for k, v in connect_server_conf(int(sys.argv[1])).items(): print(f"{k}={v}")' "$port")
+for k, v in connect_server_conf(int(sys.argv[1]), sys.argv[2]).items(): print(f"{k}={v}")' "$port" "$REPO/scripts/connect/log4j2.properties")
     SPARK_HOME="$spark_home" SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$PY" SPARK_CONF_DIR="${SPARK_CONF_DIR:-$DIR/conf}" \
       nohup "$spark_home/bin/spark-submit" --class org.apache.spark.sql.connect.service.SparkConnectServer \
         --master "${CONNECT_SERVER_MASTER:-local[2]}" --driver-memory 1g "${args[@]}" \

@@ -21,20 +21,6 @@ The interface the rest of the library uses is :class:`backend.DeltaBackend` (``b
 """
 
 from .backend import ClassicBackend, ConnectBackend, DeltaBackend, backend_for, replace
-from .files import (
-    AppVersion,
-    CommitMetrics,
-    FileEntry,
-    PartitionSummary,
-    Removal,
-    TableState,
-    arrow_type,
-    clock,
-    commit_times,
-    removals,
-    set_clock,
-    summarize,
-)
 from .connect import is_connect
 from .dispatch import (
     activate,
@@ -56,10 +42,25 @@ from .dispatch import (
     read,
     recent_changes,
     remove_path,
+    require_classic,
     transaction,
     vacuum,
     version,
     wait_for_listeners,
+)
+from .files import (
+    AppVersion,
+    CommitMetrics,
+    FileEntry,
+    PartitionSummary,
+    Removal,
+    TableState,
+    arrow_type,
+    clock,
+    commit_times,
+    removals,
+    set_clock,
+    summarize,
 )
 from .log import summarize_table, table_state
 from .retry import CONFLICTS, DEFAULT_RETRY, Retry, RetryPolicy, is_conflict, retrying
@@ -75,7 +76,7 @@ from .transaction import DeltaTransaction
 
 __all__ = [
     "CONFLICTS", "DEFAULT_RETRY", "SESSION_CONF", "AppVersion", "ClassicBackend", "CommitMetrics", "ConnectBackend",
-    "backend_for", "delete_where", "is_connect", "transaction",
+    "backend_for", "delete_where", "require_classic", "is_connect", "transaction",
     "DeltaBackend", "DeltaTransaction", "FileEntry", "check_root", "pyarrow_s3_options", "PartitionSummary", "Removal", "Retry",
     "RetryPolicy", "TableState", "activate", "arrow_type", "clock", "commit_lock", "commit_times", "configure_session",
     "create_table", "delete_files", "estimated_size", "exists", "file_changes", "in_session",

@@ -185,6 +185,19 @@ class ConnectBackend(ClassicBackend):
     def remove_path(self, path: str) -> bool:
         return dispatch.remove_path(self.spark, path)
 
+    def clear_tables(self, paths: Sequence[str]) -> bool:
+        """Delete every row of each of these tables that exists; True if one did."""
+        found = False
+        for path in paths:
+            if connect.exists(self.spark, path):
+                connect.delete_where(self.spark, path, "true")
+                found = True
+        return found
+
+    def truncate(self, path: str, column: str, below: dict[int, int | None]) -> tuple[int | None, dict]:
+        """Delete the rows below each partition's offset (None: all): see ``connect.truncate``."""
+        return connect.truncate(self.spark, path, column, below)
+
 
 def replace(txn: DeltaTransaction, files: Sequence, rows: Sequence[tuple], schema: StructType,
             partition_by: tuple[str, ...] = ()) -> int:

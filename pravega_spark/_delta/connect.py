@@ -165,6 +165,13 @@ def create_table(spark: SparkSession, path: str, schema: StructType, partition_b
     racing: the log store lets one write version 0, the other's commit conflicts and its retry
     (``retrying`` around this) finds the table."""
     if version(spark, path) >= 0:
+        # a table emptied by a deletion over Connect (no folder can be removed) counts as absent
+        # for rows: they go in if it is still empty when they are inserted
+        if rows:
+            txn = ConnectTransaction(spark, path)
+            if not txn.rows(txn.read_whole_table()):
+                txn.commit(txn.write_rows(rows, schema))
+                return True
         return False
     props = {"delta.isolationLevel": "Serializable", **(properties or {})}
     parts = f" PARTITIONED BY ({', '.join(f'`{c}`' for c in partition_by)})" if partition_by else ""
@@ -178,10 +185,49 @@ def create_table(spark: SparkSession, path: str, schema: StructType, partition_b
     return True
 
 
+# VACUUM lists a table with Spark's partition-discovery parallelism (10,000 tasks by default:
+# about 25 s per small table on two cores); a store's tables need a few
+VACUUM_LISTING = {"spark.sql.sources.parallelPartitionDiscovery.parallelism": "4"}
+
+
 def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> None:
-    """``VACUUM`` (Delta's default retention when ``retention_hours`` is None)."""
+    """``VACUUM`` (Delta's default retention when ``retention_hours`` is None; a shorter one
+    turns Delta's retention check off for this command, where the session allows it)."""
     retain = "" if retention_hours is None else f" RETAIN {float(retention_hours)} HOURS"
-    spark.sql(f"VACUUM {table(path)}{retain}").collect()
+    conf = dict(VACUUM_LISTING)
+    if retention_hours is not None:
+        conf["spark.databricks.delta.retentionDurationCheck.enabled"] = "false"
+    with session_conf(spark, conf):
+        spark.sql(f"VACUUM {table(path)}{retain}").collect()
+
+
+class session_conf:
+    """Set session settings for one command, then put the previous values back. A setting the
+    session refuses (Databricks serverless allows few) is left as it is."""
+
+    def __init__(self, spark: SparkSession, conf: Mapping[str, str], strict: bool = False) -> None:
+        self.spark = spark
+        self.conf = dict(conf)
+        self.strict = strict
+        self.previous: dict[str, str | None] = {}
+
+    def __enter__(self) -> None:
+        for key, value in self.conf.items():
+            try:
+                self.previous[key] = self.spark.conf.get(key, None)
+                self.spark.conf.set(key, value)
+            except Exception as exc:  # noqa: BLE001 - refused: the command runs with the session's value
+                if self.strict:
+                    raise
+                log.debug("setting %s refused: %s", key, str(exc).splitlines()[0])
+                self.previous.pop(key, None)
+
+    def __exit__(self, *exc) -> None:
+        for key, value in self.previous.items():
+            if value is None:
+                self.spark.conf.unset(key)
+            else:
+                self.spark.conf.set(key, value)
 
 
 def delete_where(spark: SparkSession, path: str, condition: str) -> tuple[int | None, dict[str, int]]:
@@ -376,7 +422,18 @@ class ConnectTransaction:
         return AppVersion(app_id, int(number))
 
     def app_version(self, app_id: str) -> int:
-        raise UnsupportedOperationError("reading application versions from the log over Spark Connect")
+        """The largest version recorded for ``app_id`` (-1: none), read from the log by a query."""
+        return app_versions(self.spark, self.path, app_id).get(app_id, (-1, None))[0]
+
+    def app_versions(self, prefix: str) -> dict[str, tuple[int, int | None]]:
+        return app_versions(self.spark, self.path, prefix)
+
+    def __getattr__(self, name: str):
+        # the classic transaction's file-level operations: no public API offers them
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise UnsupportedOperationError(f"file-level access to Delta's log ({name}) over Spark Connect: this "
+                                        "operation needs a classic session")
 
     def commit(self, adds: Sequence | None, partition_by: tuple[str, ...] = (), extra: Sequence | None = None,
                delete_predicate: str | None = None) -> int:
@@ -445,27 +502,17 @@ class ConnectTransaction:
             source=source).collect()
 
 
-class app_version_conf:
+APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
+APP_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+
+
+def app_version_conf(spark: SparkSession, app: AppVersion | None) -> session_conf:
     """Delta's idempotent DML settings (``spark.databricks.delta.write.txnAppId/txnVersion``) for
     one command: Delta records the version with the command's commit, or skips a command whose
-    version it already holds for the id."""
-
-    APP = "spark.databricks.delta.write.txnAppId"
-    VERSION = "spark.databricks.delta.write.txnVersion"
-
-    def __init__(self, spark: SparkSession, app: AppVersion | None) -> None:
-        self.spark = spark
-        self.app = app
-
-    def __enter__(self) -> None:
-        if self.app is not None:
-            self.spark.conf.set(self.APP, self.app.app_id)
-            self.spark.conf.set(self.VERSION, str(self.app.version))
-
-    def __exit__(self, *exc) -> None:
-        if self.app is not None:
-            self.spark.conf.unset(self.APP)
-            self.spark.conf.unset(self.VERSION)
+    version it already holds for the id. A refused setting is an error here: the command would
+    not be idempotent."""
+    conf = {} if app is None else {APP_ID_CONF: app.app_id, APP_VERSION_CONF: str(app.version)}
+    return session_conf(spark, conf, strict=True)
 
 
 def fenced_insert(spark: SparkSession, path: str, source: DataFrame, column: str, tails: Mapping[int, int],
@@ -489,3 +536,60 @@ def fenced_insert(spark: SparkSession, path: str, source: DataFrame, column: str
     if not result:  # an idempotent replay: Delta skipped the command
         return -1
     return int(result[0]["num_inserted_rows"])
+
+
+def app_versions(spark: SparkSession, path: str, prefix: str) -> dict[str, tuple[int, int | None]]:
+    """Application versions (Delta's ``SetTransaction``) recorded in the table's log for ids
+    starting with ``prefix``: the largest version of each and its last update (ms). One query
+    over the log's JSON commits and checkpoints (the log must be readable as files by the
+    server: a path-based table, as a store's tables are)."""
+    quiet_client_logs()
+    log_dir = path.rstrip("/") + "/_delta_log"
+    found: dict[str, tuple[int, int | None]] = {}
+    for reader in (lambda: spark.read.json(log_dir + "/*.json"),
+                   lambda: spark.read.parquet(log_dir + "/*.checkpoint*.parquet")):
+        try:
+            df = reader()
+            if "txn" not in df.columns:
+                continue
+            rows = (df.where(F.col("txn").isNotNull() & F.col("txn.appId").startswith(prefix))
+                    .groupBy(F.col("txn.appId").alias("app"))
+                    .agg(F.max("txn.version").alias("version"), F.max("txn.lastUpdated").alias("updated")).collect())
+        except Exception as exc:  # noqa: BLE001 - no checkpoint yet (or no commit) matches the glob
+            if "PATH_NOT_FOUND" in str(exc) or "Path does not exist" in str(exc) or "UNABLE_TO_INFER_SCHEMA" in str(exc):
+                continue
+            raise
+        for r in rows:
+            seen = found.get(r["app"])
+            if seen is None or int(r["version"]) > seen[0]:
+                found[r["app"]] = (int(r["version"]), None if r["updated"] is None else int(r["updated"]))
+    return found
+
+
+def truncate(spark: SparkSession, path: str, column: str, below: Mapping[int, int | None]) -> tuple[int | None, dict]:
+    """Delete, in each segment of ``below``, the rows below its offset (None: all its rows), as
+    Spark Connect can: DELETEs whose conditions are partition values only, so appends (always at
+    or above every start) never conflict with them. First the files wholly below (metadata only),
+    then the rows below the offset in each file straddling it (that file rewritten without them).
+    Returns the last version written (None: nothing to delete) and the rows deleted."""
+    whole, straddle = [], []
+    for sid, start in sorted(below.items()):
+        if start is None:
+            whole.append(f"`{column}` = {int(sid)}")
+        else:
+            whole.append(f"(`{column}` = {int(sid)} AND (end_offset < {int(start)} OR "
+                         f"(end_offset = {int(start)} AND base_offset < {int(start)})))")
+            straddle.append((int(sid), int(start)))
+    last, deleted = delete_where(spark, path, " OR ".join(whole))
+    if straddle:
+        where = " OR ".join(f"(`{column}` = {s} AND base_offset < {o} AND end_offset > {o})" for s, o in straddle)
+        files = (read(spark, path).where(where).select(column, "base_offset", "end_offset").distinct().collect())
+        starts = dict(straddle)
+        if files:
+            condition = " OR ".join(
+                f"(`{column}` = {int(f[0])} AND base_offset = {int(f[1])} AND end_offset = {int(f[2])} "
+                f"AND rel_offset < {starts[int(f[0])] - int(f[1])})" for f in files)
+            version_after, more = delete_where(spark, path, condition)
+            last = version_after if version_after is not None else last
+            deleted = {"numDeletedRows": deleted["numDeletedRows"] + more["numDeletedRows"]}
+    return last, deleted

@@ -19,6 +19,17 @@ from .transaction import DeltaTransaction
 from .transaction import create_table as classic_create_table
 
 
+def require_classic(spark: SparkSession, capability: str) -> None:
+    """Refuse ``capability`` on the Connect backend, in one line naming it.
+
+    Raises:
+        UnsupportedOperationError: ``spark`` is served by the Connect backend.
+    """
+    if is_connect(spark):
+        raise UnsupportedOperationError(f"{capability}: not available over Spark Connect yet (it commits files "
+                                        "placed by hand, which needs a classic session with a JVM)")
+
+
 def transaction(spark: SparkSession, path: str) -> DeltaTransaction | ConnectTransaction:
     """A new transaction on the table at ``path``: a ``DeltaTransaction`` driven through the JVM,
     or a ``ConnectTransaction`` whose commit is one MERGE."""

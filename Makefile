@@ -1,7 +1,7 @@
 # The two commands of the README. Both run the idempotent set-up first.
 PY := .venv/bin/python
 
-.PHONY: setup demo test test-fast test-unit test-cluster test-s3 lint bench
+.PHONY: setup demo test test-fast test-unit test-cluster test-s3 test-connect lint bench
 
 setup:
 	@bash scripts/setup.sh
@@ -9,8 +9,8 @@ setup:
 demo: setup
 	$(PY) jobs/demo_pipeline.py $(ARGS)
 
-# the local suite (tests marked `cluster` run in the cluster tier instead), then the cluster and
-# object-store tiers, each in its own pytest invocation (scripts/test_tiers.sh)
+# the local suite (tests marked `cluster` run in the cluster tier instead), then the cluster,
+# Spark Connect and object-store tiers, each in its own pytest invocation (scripts/test_tiers.sh)
 test: setup
 	$(PY) -m pytest -m "not cluster" $(PYTEST_ARGS)
 	bash scripts/test_tiers.sh all $(PYTEST_ARGS)
@@ -23,6 +23,9 @@ test-cluster: setup
 
 test-s3: setup
 	bash scripts/test_tiers.sh s3 $(PYTEST_ARGS)
+
+test-connect: setup
+	bash scripts/test_tiers.sh connect $(PYTEST_ARGS)
 
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

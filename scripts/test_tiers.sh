@@ -6,7 +6,10 @@
 #   s3       tests marked `s3` (and tests/s3) with stores on a local S3 server (S3Proxy on
 #            127.0.0.1, started here and stopped on exit); its settings reach every session, the
 #            tests' worker processes included, through spark-defaults.conf in SPARK_CONF_DIR
-# Usage: scripts/test_tiers.sh [cluster|s3|all] [pytest args...]
+#   connect  tests marked `connect` (and tests/connect) on a Spark Connect session: a local Connect
+#            server with Delta in its own JVM (scripts/connect_server.sh, started here and stopped on
+#            exit), SPARK_REMOTE set, and no JVM in the test process (tests/connect asserts it)
+# Usage: scripts/test_tiers.sh [cluster|s3|connect|all] [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -46,13 +49,28 @@ run_s3() {
   return $status
 }
 
+run_connect() {
+  local dir start=$SECONDS
+  dir="$(mktemp -d)"
+  export CONNECT_SERVER_DIR="$dir/server"
+  trap "scripts/connect_server.sh stop; rm -rf '$dir'" EXIT  # also when a failure ends the script
+  local remote status=0
+  remote="$(scripts/connect_server.sh start | sed -n 's/^SPARK_REMOTE=//p')"
+  echo "[tiers] connect tier: SPARK_REMOTE=$remote (server started in $((SECONDS - start)) s)"
+  SPARK_REMOTE="$remote" "$PY" -m pytest -m connect -p no:cacheprovider "$@" || status=$?
+  echo "[tiers] connect tier took $((SECONDS - start)) s"
+  return $status
+}
+
 case "$tier" in
   cluster) run_cluster "$@" ;;
   s3) run_s3 "$@" ;;
-  all)  # both run; the script fails if either did
-    cluster_status=0
-    run_cluster "$@" || cluster_status=$?
-    run_s3 "$@"
-    exit $cluster_status ;;
-  *) echo "usage: $0 [cluster|s3|all] [pytest args...]" >&2; exit 2 ;;
+  connect) run_connect "$@" ;;
+  all)  # every tier runs (each in a subshell: its own server and trap); the script fails if one did
+    status=0
+    (run_cluster "$@") || status=$?
+    (run_connect "$@") || status=$?
+    (run_s3 "$@") || status=$?
+    exit $status ;;
+  *) echo "usage: $0 [cluster|s3|connect|all] [pytest args...]" >&2; exit 2 ;;
 esac

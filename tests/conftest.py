@@ -9,7 +9,11 @@ The cluster and object-store tiers (``scripts/test_tiers.sh``) run tests marked 
   the local S3 server, whose settings come from ``spark-defaults.conf`` in ``SPARK_CONF_DIR``), and
   ``PRAVEGA_SPARK_TEST_S3_DATA``: the server's data folder (a store is copied there as files).
 
-Tests only these tiers run live in ``tests/cluster`` and ``tests/s3``.
+The Spark Connect tier runs tests marked ``connect`` with ``SPARK_REMOTE`` set to a local Spark
+Connect server (``scripts/connect_server.sh``): ``ps.spark_session()`` then returns a Connect
+session, and this process starts no JVM (``tests/connect`` asserts it).
+
+Tests only these tiers run live in ``tests/cluster``, ``tests/s3`` and ``tests/connect``.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ import pravega_spark as ps
 TEST_MASTER = os.environ.get("PRAVEGA_SPARK_TEST_MASTER", "local[2]")
 TEST_ROOT = os.environ.get("PRAVEGA_SPARK_TEST_ROOT")
 S3_DATA = os.environ.get("PRAVEGA_SPARK_TEST_S3_DATA")
-collect_ignore = [tier for tier, on in (("cluster", TEST_MASTER.startswith("local-cluster")), ("s3", TEST_ROOT))
-                  if not on]
+CONNECT = bool(os.environ.get("SPARK_REMOTE"))  # the Connect tier: a session of the remote server
+collect_ignore = [tier for tier, on in (("cluster", TEST_MASTER.startswith("local-cluster")), ("s3", TEST_ROOT),
+                                        ("connect", CONNECT)) if not on]
 
 TEST_CONF = {
     "spark.master": TEST_MASTER,
@@ -67,7 +72,7 @@ def copy_store(source: str, target: str) -> None:
 
 @pytest.fixture(scope="session")
 def spark():
-    session = ps.spark_session(**TEST_CONF)
+    session = ps.spark_session() if CONNECT else ps.spark_session(**TEST_CONF)
     yield session
     session.stop()
 
@@ -98,7 +103,8 @@ def manager(spark, root, request) -> ps.StreamManager:
     ``stream2_template`` made first)."""
     if "stream2" in request.fixturenames:
         copy_store(request.getfixturevalue("stream2_template"), root)
-        spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+        if not CONNECT:
+            spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
     return ps.StreamManager(spark, root)
 
 

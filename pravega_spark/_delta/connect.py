@@ -268,23 +268,36 @@ def summarize(spark: SparkSession, path: str, column: str, values: Sequence[int]
 
 # ---- the transaction ----------------------------------------------------------------------------
 @dataclass
-class RowsRead:
-    """Rows of the table read by a ``ConnectTransaction`` (what ``DeltaTransaction`` calls files):
-    the rows, their fingerprints, and the fence (SQL over the target ``t``) they cover."""
+class FenceRead:
+    """A read of a ``ConnectTransaction``: the fence (SQL over the target ``t``) and the
+    fingerprints of every row it found."""
 
     fence: str
-    rows: list[dict]
     fingerprints: list[int]
 
-    def __repr__(self) -> str:
-        return f"RowsRead({self.fence}, {len(self.rows)} rows)"
+
+@dataclass
+class RowRead:
+    """One row read by a ``ConnectTransaction`` (what ``DeltaTransaction`` calls a file): its
+    values and fingerprint. ``partition`` gives a column's value as a string, like a file's
+    partition value."""
+
+    values: dict
+    fingerprint: int
+
+    def partition(self, column: str) -> str | None:
+        value = self.values.get(column)
+        return None if value is None else str(value)
+
+    def int_partition(self, column: str) -> int:
+        return int(self.values[column])
 
 
 @dataclass
 class RowsRemoved:
-    """A ``removals`` marker: these rows are deleted by the commit."""
+    """A ``removals`` marker: this row is deleted by the commit."""
 
-    read: RowsRead
+    read: RowRead
 
 
 @dataclass
@@ -310,7 +323,7 @@ class ConnectTransaction:
         self.path = path
         self._read_version: int | None = None
         self._table_id: str | None = None
-        self._reads: list[RowsRead] = []
+        self._reads: list[FenceRead] = []
         self._tails: dict[int, int] | None = None
         self._tail_column: str | None = None
         self.inserted: int | None = None  # rows the last commit inserted
@@ -333,7 +346,7 @@ class ConnectTransaction:
         return self._table_id
 
     # ---- reads ------------------------------------------------------------------------------
-    def _read(self, fence: str) -> list[RowsRead]:
+    def _read(self, fence: str) -> list[RowRead]:
         quiet_client_logs()
         try:
             df = read(self.spark, self.path)
@@ -344,11 +357,10 @@ class ConnectTransaction:
         except Exception as exc:
             if not _missing(exc):
                 raise
-            found = RowsRead(fence, [], [])
-        else:
-            found = RowsRead(fence, [row_dict(r, names) for r in rows], [int(r[FINGERPRINT]) for r in rows])
-        self._reads.append(found)
-        return [found]
+            rows, names = [], []
+        found = [RowRead(row_dict(r, names), int(r[FINGERPRINT])) for r in rows]
+        self._reads.append(FenceRead(fence, [r.fingerprint for r in found]))
+        return found
 
     def read_whole_table(self) -> list:
         """Every row, fenced: any change to the table before the commit makes it fail."""
@@ -363,7 +375,7 @@ class ConnectTransaction:
         return None
 
     def rows(self, files: Sequence) -> list[dict]:
-        return [row for f in files if isinstance(f, RowsRead) for row in f.rows]
+        return [dict(f.values) for f in files if isinstance(f, RowRead)]
 
     def track_partitions(self, column: str, values: list[int]) -> None:
         """Fence these (integer) partitions; the commit's condition is the tails read by
@@ -415,7 +427,7 @@ class ConnectTransaction:
 
     @staticmethod
     def removals(files: Sequence, data_change: bool = True) -> list[RowsRemoved]:
-        return [RowsRemoved(f) for f in files if isinstance(f, RowsRead)]
+        return [RowsRemoved(f) for f in files if isinstance(f, RowRead)]
 
     @staticmethod
     def set_app_version(app_id: str, number: int) -> AppVersion:
@@ -468,13 +480,13 @@ class ConnectTransaction:
             return self.read_version
         return version(self.spark, self.path)
 
-    def _commit_rows(self, rows: list[tuple], schema: StructType | None, removed: list[RowsRead]) -> None:
+    def _commit_rows(self, rows: list[tuple], schema: StructType | None, removed: list[RowRead]) -> None:
         target = read(self.spark, self.path)
         names = target.columns
         fields = {f.name: f for f in target.schema.fields}
         fence = " OR ".join(f"({r.fence})" for r in self._reads)
         known = sorted({fp for r in self._reads for fp in r.fingerprints})
-        gone = {fp for r in removed for fp in r.fingerprints}
+        gone = {r.fingerprint for r in removed}
         control = StructType([StructField(n, fields[n].dataType, True) for n in names] + [
             StructField("__op", StringType(), False), StructField(FINGERPRINT, LongType(), True),
             StructField("__fps", ArrayType(LongType(), False), True), StructField("__del", BooleanType(), True)])

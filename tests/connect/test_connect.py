@@ -1,0 +1,132 @@
+"""The library on a Spark Connect session (no JVM in this process): what only this tier can show.
+
+The core scenarios of every feature run here too: the tests marked ``connect`` elsewhere (streams,
+writers, scaling, cuts, truncation, retention, reader groups, streaming, validation).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+
+import pytest
+
+import pravega_spark as ps
+from pravega_spark import _delta
+from tests.connect.conftest import assert_no_jvm
+from tests.helpers import table_versions
+from tests.invariants import check_key_order, check_stream_consistent
+from tests.processes import spawn
+from tests.workers import batch_rows
+
+pytestmark = pytest.mark.connect
+
+
+def events_df(spark, rows):
+    return spark.createDataFrame(rows, "routing_key string, event string")
+
+
+def test_the_session_is_remote_and_the_backend_is_connect(spark, manager):
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    assert isinstance(spark, ConnectSession)
+    assert _delta.is_connect(spark)
+    assert repr(manager._store.backend) == "ConnectBackend()"
+    assert_no_jvm()
+
+
+def test_a_relative_root_is_refused_before_any_io(spark, tmp_path):
+    before = set(os.listdir(tmp_path))
+    with pytest.raises(ps.InvalidConfigError, match="relative") as caught:
+        ps.StreamManager(spark, "relative/store")
+    assert "\n" not in str(caught.value)
+    assert set(os.listdir(tmp_path)) == before
+
+
+def test_what_connect_cannot_do_is_one_clear_error_and_changes_nothing(spark, manager, stream2):
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream, "w")
+    writer.write_events(events_df(spark, [("a", "1")]))
+    before = table_versions(spark, manager.root)
+    for attempt in (lambda: manager.create_transactional_writer(scope, stream),
+                    lambda: writer.write_large_event("a", b"x" * 1000),
+                    lambda: manager.compact(scope, stream)):
+        with pytest.raises(ps.UnsupportedOperationError, match="Spark Connect") as caught:
+            attempt()
+        assert "\n" not in str(caught.value)
+    assert table_versions(spark, manager.root) == before
+
+
+def test_write_numbers_are_applied_once(spark, manager, stream2):
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream, "numbered")
+    rows = [(f"k{i % 3}", f"numbered:0000:{i:06d}") for i in range(12)]
+    first = writer.write_events(events_df(spark, rows), write_number=1)
+    replay = writer.write_events(events_df(spark, rows), write_number=1)
+    lower = writer.write_events(events_df(spark, rows), write_number=0)
+    second = writer.write_events(events_df(spark, rows[:3]), write_number=2)
+    assert (first.event_count, replay.event_count, lower.event_count, second.event_count) == (12, 0, 0, 3)
+    assert replay.tail_stream_cut == first.tail_stream_cut
+    # a new writer object with the same id (a restarted process) is skipped too
+    again = manager.create_event_writer(scope, stream, "numbered").write_events(events_df(spark, rows), write_number=2)
+    assert again.event_count == 0
+    assert manager.read_events(scope, stream).count() == 15
+
+
+def test_fenced_append_refuses_stale_tails_and_sealed_segments(spark, manager, stream2):
+    """Two writers whose known tails go stale: each retries from fresh tails (no overlap), and
+    after a seal no write lands."""
+    scope, stream = stream2
+    a = manager.create_event_writer(scope, stream, "a")
+    b = manager.create_event_writer(scope, stream, "b")
+    rows = lambda w, n: [(f"k{i % 4}", f"{w}:{n:04d}:{i:06d}") for i in range(20)]  # noqa: E731
+    a.write_events(events_df(spark, rows("a", 0)))
+    b.write_events(events_df(spark, rows("b", 0)))  # a's tails are now stale
+    result = a.write_events(events_df(spark, rows("a", 1)))
+    assert result.retries >= 1
+    event_rows = check_stream_consistent(spark, manager, scope, stream)
+    assert len(event_rows) == 60
+    check_key_order(event_rows)
+    manager.seal_stream(scope, stream)
+    with pytest.raises(ps.StreamSealedError):
+        b.write_events(events_df(spark, rows("b", 1)))
+    assert len(check_stream_consistent(spark, manager, scope, stream)) == 60
+
+
+@pytest.mark.slow
+def test_two_client_processes_and_a_killed_writer(spark, root, manager, stream2):
+    """Two writer processes append concurrently while a third is killed in the middle of its
+    commit (the server runs the MERGE it sent, or not at all): every event of the survivors
+    once, in order per key; the killed write all there or not at all; the stream consistent."""
+    scope, stream = stream2
+    writers = ["w0", "w1"]
+    batches, per_batch = 4, 40
+    procs = [spawn("append", "--root", root, "--writer", w, "--batches", str(batches), "--per-batch", str(per_batch))
+             for w in writers]
+    # no failpoint: the test kills it itself, while its write (tails query, MERGE) is under way
+    victim = spawn("crash", "--root", root, "--op", "append", "--per-batch", "50", "--failpoint", "none")
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:  # wait until the victim is in its commit, then kill it
+        if victim.poll() is not None:
+            break
+        line = victim.stdout.readline()
+        if line.startswith("COMMITTING"):
+            time.sleep(1.5)
+            victim.send_signal(signal.SIGKILL)
+            break
+    victim.wait(timeout=60)
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-2000:]
+    event_rows = check_stream_consistent(spark, manager, scope, stream)
+    counts = Counter(r.event.decode() for r in event_rows)
+    assert all(c == 1 for c in counts.values()), [e for e, c in counts.items() if c > 1][:5]
+    for w in writers:
+        for b in range(batches):
+            for _, payload in batch_rows(w, b, per_batch, 8):
+                assert counts[payload] == 1, payload
+    crashed = [e for e in counts if e.startswith("crasher:")]
+    assert len(crashed) in (0, 50), len(crashed)
+    check_key_order(event_rows)

@@ -8,14 +8,23 @@ before, from a DataFrame made of a Python list (an RDD whose size Spark does not
 ``write_events (local)`` the same from a pandas DataFrame (a local relation of known size, written
 by one task without a shuffle).
 
-Usage: ``.venv/bin/python bench/control_plane.py [--runs 5] [--root DIR]``
+With ``--connect`` the same operations run on a Spark Connect session (``SPARK_REMOTE``, else a
+local server that ``scripts/connect_server.sh`` starts and stops), beside the classic figures (a
+classic run of this script in a subprocess). Connect's unit is the cheapest fenced commit there:
+a raw insert-only MERGE of one row whose ON clause holds a literal partition predicate, into a
+small partitioned table; the raw blind append and a raw single-row query are printed too.
+
+Usage: ``.venv/bin/python bench/control_plane.py [--runs 5] [--root DIR] [--connect]``
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -27,20 +36,58 @@ from bench._common import timed  # noqa: E402
 
 TARGETS = {"create_stream": 4.0, "scale_stream": 5.0, "truncate_stream": 5.0, "seal_stream": 5.0,
            "write_events": 1.5, "tail_stream_cut": 0.5, "stream_info": 0.5}
+# over Connect: multiples of the raw fenced MERGE (tail_stream_cut and stream_info: of a raw query)
+CONNECT_TARGETS = {"write_events": 1.5, "create_stream": 3.0, "scale_stream": 3.0, "truncate_stream": 3.0,
+                   "seal_stream": 3.0}
+CONNECT_QUERY_TARGETS = {"tail_stream_cut": 1.0, "stream_info": 1.0}
+REPO = Path(__file__).resolve().parents[1]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--root", default=None)
+    parser.add_argument("--connect", action="store_true", help="on a Spark Connect session, beside classic")
+    parser.add_argument("--json", default=None, help="write the medians here (used by --connect's classic run)")
     args = parser.parse_args(argv)
+    if not args.connect:
+        medians = measure(ps.spark_session(**{"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}),
+                          args, connect=False)
+        if args.json:
+            Path(args.json).write_text(json.dumps(medians))
+        else:
+            report(medians)
+        return 0
+    # classic first, in a process of its own (a classic session and SPARK_REMOTE do not mix)
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "classic.json"
+        env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
+        subprocess.run([sys.executable, __file__, "--runs", str(args.runs), "--json", str(out)], check=True, env=env,
+                       stdout=subprocess.DEVNULL)
+        classic = json.loads(out.read_text())
+    started = False
+    if not os.environ.get("SPARK_REMOTE"):
+        lines = subprocess.run([str(REPO / "scripts" / "connect_server.sh"), "start"], check=True,
+                               capture_output=True, text=True).stdout
+        os.environ["SPARK_REMOTE"] = lines.strip().split("SPARK_REMOTE=")[-1]
+        started = True
+    try:
+        connect = measure(ps.spark_session(), args, connect=True)
+    finally:
+        if started:
+            subprocess.run([str(REPO / "scripts" / "connect_server.sh"), "stop"], check=False)
+    report(connect, classic)
+    return 0
+
+
+def measure(spark, args, connect: bool) -> dict[str, float]:
+    """The median seconds of each operation (and of the raw baselines) over ``args.runs`` runs."""
     base = Path(args.root or tempfile.mkdtemp(prefix="pravega-spark-cp-"))
     shutil.rmtree(base, ignore_errors=True)
-    spark = ps.spark_session(**{"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"})
     manager = ps.StreamManager(spark, str(base / "store"))
     raw_path = str(base / "raw")
     schema = "k string, v long"
-    spark.createDataFrame([("a", 0)], schema).write.format("delta").save(raw_path)
+    spark.createDataFrame([("a", 0)], schema).write.format("delta").partitionBy("k").save(raw_path)
     times: dict[str, list[float]] = {}
 
     def record(name: str, seconds: float) -> None:
@@ -53,6 +100,13 @@ def main(argv=None) -> int:
         raw_append = lambda: (spark.createDataFrame([("a", run)], schema)  # noqa: E731
                               .write.format("delta").mode("append").save(raw_path))
         record("raw append", timed(raw_append))
+        if connect:
+            row = spark.createDataFrame([("a", 1000 + run)], schema)
+            record("raw fenced MERGE", timed(lambda: spark.sql(
+                f"MERGE INTO delta.`{raw_path}` AS t USING {{row}} AS s ON t.k = 'a' AND t.v = s.v "
+                "WHEN NOT MATCHED THEN INSERT *", row=row).collect()))
+            record("raw query", timed(lambda: spark.read.format("delta").load(raw_path).where("k = 'a'").limit(1)
+                                      .collect()))
         scope = f"s{run}"
         record("create_scope", timed(lambda: manager.create_scope(scope)))
         record("create_stream", timed(lambda: manager.create_stream(
@@ -77,20 +131,36 @@ def main(argv=None) -> int:
     for run in range(args.runs):
         one_run(run)
         print(f"run {run + 1}/{args.runs} done", flush=True)
-
-    raw = statistics.median(times["raw append"])
-    print(f"\n{'operation':<20} {'median s':>9} {'x raw':>7} {'target':>8}")
-    print(f"{'raw append':<20} {raw:>9.3f} {1.0:>7.2f}")
-    for name, values in times.items():
-        if name == "raw append":
-            continue
-        med = statistics.median(values)
-        target = TARGETS.get(name)
-        verdict = "" if target is None else f"<= {target:.1f} {'ok' if med / raw <= target else 'MISSED'}"
-        print(f"{name:<20} {med:>9.3f} {med / raw:>7.2f} {verdict:>8}")
     spark.stop()
     shutil.rmtree(base, ignore_errors=True)
-    return 0
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def report(medians: dict[str, float], classic: dict[str, float] | None = None) -> None:
+    """One line per operation: its median and its multiple of the session type's baseline (and,
+    beside them, classic's)."""
+    connect = classic is not None
+    unit = medians["raw fenced MERGE"] if connect else medians["raw append"]
+    query = medians.get("raw query", unit)
+    head = f"{'operation':<20} {'median s':>9} {'x unit':>7} {'target':>10}"
+    if connect:
+        head += f"   {'classic s':>9} {'x raw append':>12}"
+    print("\n" + head)
+    for name, med in medians.items():
+        if connect and name in CONNECT_QUERY_TARGETS:
+            ratio, target, unit_name = med / query, CONNECT_QUERY_TARGETS[name], "q"
+        elif connect:
+            ratio, target, unit_name = med / unit, CONNECT_TARGETS.get(name), ""
+        else:
+            ratio, target, unit_name = med / unit, TARGETS.get(name), ""
+        verdict = "" if target is None else f"<= {target:.1f}{unit_name} {'ok' if ratio <= target else 'MISSED'}"
+        line = f"{name:<20} {med:>9.3f} {ratio:>7.2f} {verdict:>10}"
+        if connect and name in classic:
+            line += f"   {classic[name]:>9.3f} {classic[name] / classic['raw append']:>12.2f}"
+        print(line)
+    if connect:
+        print(f"unit: raw fenced MERGE {unit:.3f} s (raw blind append {medians['raw append']:.3f} s, "
+              f"raw single-row query {query:.3f} s; q: multiples of the query)")
 
 
 if __name__ == "__main__":

@@ -379,7 +379,8 @@ class Appender:
         self._hint = (segments, lengths, None, None)
         self._position = {sid: off for sid, off in self._position.items() if sid in tails}
         self._position.update({sid: lengths[sid] for sid in grown})
-        result = WriteResult(inserted, sum(grown.values()), None, StreamCut(self.scoped_name, lengths), grown)
+        result = WriteResult(inserted, sum(grown.values()), txn.committed_version, StreamCut(self.scoped_name, lengths),
+                             grown)
         log.info("%s wrote %d events (%d bytes) to %s", self.writer_id, inserted, result.byte_count, self.scoped_name)
         return result
 

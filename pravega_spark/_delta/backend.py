@@ -167,7 +167,9 @@ class ConnectBackend(ClassicBackend):
         return connect.read(self.spark, path, version)
 
     def read_rows(self, path: str, column: str | None = None, value: str | None = None) -> list[dict] | None:
-        return None  # no file access: the caller queries ``read``
+        """One query (no file access; and a cache check would cost one too); no rows when the
+        table does not exist yet."""
+        return connect.read_rows(self.spark, path, column, value)
 
     def summarize(self, path: str, column: str, values: Sequence[int], end_column: str, stat: str,
                   version: int | None = None) -> dict[int, PartitionSummary]:

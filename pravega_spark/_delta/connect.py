@@ -154,6 +154,22 @@ def read(spark: SparkSession, path: str, at: int | None = None) -> DataFrame:
     return reader.load(path)
 
 
+def read_rows(spark: SparkSession, path: str, column: str | None = None, value: str | None = None) -> list[dict]:
+    """A small table's rows (or one string partition's) as dicts, timestamps aware UTC; none
+    when there is no table."""
+    quiet_client_logs()
+    df = read(spark, path)
+    if column is not None:
+        df = df.where(F.col(column) == value)
+    try:
+        names = df.columns
+        return [row_dict(r, names) for r in df.collect()]
+    except Exception as exc:
+        if _missing(exc):
+            return []
+        raise
+
+
 def column_ddl(schema: StructType) -> str:
     return ", ".join(f"`{f.name}` {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
                      for f in schema.fields)
@@ -327,6 +343,7 @@ class ConnectTransaction:
         self._tails: dict[int, int] | None = None
         self._tail_column: str | None = None
         self.inserted: int | None = None  # rows the last commit inserted
+        self.committed_version: int | None = None  # the version of the last insert, when found
 
     def __repr__(self) -> str:
         return f"ConnectTransaction({self.path}, read_version={self.read_version})"
@@ -413,11 +430,15 @@ class ConnectTransaction:
         Raises:
             Retry: the tails moved (or a segment was sealed) since: nothing was written.
         """
-        with app_version_conf(self.spark, app):
+        import uuid
+
+        token = f"pravega-spark-{uuid.uuid4()}"
+        with app_version_conf(self.spark, app), session_conf(self.spark, {USER_METADATA_CONF: token}):
             inserted = fenced_insert(self.spark, self.path, source, self._tail_column, self._tails)
         if inserted == 0 and not source.isEmpty():
             raise Retry(f"{self.path}: tails moved since they were read")
         self.inserted = inserted
+        self.committed_version = committed_version(self.spark, self.path, token) if inserted > 0 else None
         return inserted
 
     # ---- writes -----------------------------------------------------------------------------
@@ -449,7 +470,8 @@ class ConnectTransaction:
 
     def commit(self, adds: Sequence | None, partition_by: tuple[str, ...] = (), extra: Sequence | None = None,
                delete_predicate: str | None = None) -> int:
-        """One MERGE (or INSERT) with this transaction's fence; returns the new version.
+        """One MERGE (or INSERT) with this transaction's fence. Returns None (the new version would
+        cost a query), or for a commit of nothing the empty commit's version.
 
         Raises:
             Retry: the tails read are stale (a concurrent append or seal): nothing was written.
@@ -477,8 +499,22 @@ class ConnectTransaction:
             writer.save(self.path)
             self.inserted = len(rows)
         else:
-            return self.read_version
-        return version(self.spark, self.path)
+            return self.empty_commit()
+        return None  # the version would cost a query: no caller of a Connect commit needs it
+
+    def empty_commit(self) -> int:
+        """Commit nothing (a version that adds no data) and return that version, found in the
+        table's history by a token recorded with it."""
+        import uuid
+
+        token = f"pravega-spark-empty-{uuid.uuid4()}"
+        target = read(self.spark, self.path)
+        target.limit(0).write.format("delta").mode("append").option("userMetadata", token).save(self.path)
+        found = (self.spark.sql(f"DESCRIBE HISTORY {table(self.path)} LIMIT 20")
+                 .where(F.col("userMetadata") == token).select("version").collect())
+        if not found:
+            raise Retry(f"{self.path}: the empty commit was not found in the latest 20 versions")
+        return int(found[0][0])
 
     def _commit_rows(self, rows: list[tuple], schema: StructType | None, removed: list[RowRead]) -> None:
         target = read(self.spark, self.path)
@@ -512,6 +548,17 @@ class ConnectTransaction:
             f"WHEN NOT MATCHED AND s.__op = 'r' THEN INSERT ({first}) VALUES ({stale}) "
             f"WHEN NOT MATCHED AND s.__op = 'n' THEN INSERT ({cols}) VALUES ({values})",
             source=source).collect()
+
+
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def committed_version(spark: SparkSession, path: str, token: str, depth: int = 20) -> int | None:
+    """The version of the commit recorded with ``token`` as its user metadata, among the latest
+    ``depth`` (None: not found, e.g. the session refused the setting)."""
+    found = (spark.sql(f"DESCRIBE HISTORY {table(path)} LIMIT {int(depth)}")
+             .where(F.col("userMetadata") == token).select("version").collect())
+    return int(found[0][0]) if found else None
 
 
 APP_ID_CONF = "spark.databricks.delta.write.txnAppId"

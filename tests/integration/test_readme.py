@@ -10,6 +10,7 @@ import pytest
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
+@pytest.mark.connect  # also on a Spark Connect session (the Connect tier): the same code, unchanged
 def test_quick_start_runs(spark, tmp_path, capsys):
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
     assert blocks, "README has no python block"

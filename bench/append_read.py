@@ -3,6 +3,7 @@
     .venv/bin/python bench/append_read.py [--events 1000000] [--size 200] [--root /tmp/bench]
     scripts/local_s3.sh start > /tmp/s3.env
     .venv/bin/python bench/append_read.py --root s3a://pravega/bench --settings /tmp/s3.env --skip-history
+    .venv/bin/python bench/append_read.py --connect [--events 1000000]
 
 Prints, for the same rows in the same process:
   1. write_events of N events (~SIZE bytes, 4 segments) vs a raw Delta append of the same rows
@@ -15,6 +16,11 @@ Prints, for the same rows in the same process:
      absolute offsets from ``base_offset``, the same range filter; target >= 0.9x), and of the
      whole stream vs a plain read of the whole table (target >= 0.8x);
   3. successors() and tail_stream_cut() on a 500-epoch stream vs a 5-epoch stream (target <= 2x).
+
+With ``--connect``: 1 and 2 on a Spark Connect session (``SPARK_REMOTE``, else a local server
+that ``scripts/connect_server.sh`` starts, with 4 GiB, and stops), against raw Connect appends and
+reads of the same rows (append target >= 0.6x), after the same run on a classic session (a
+subprocess) for comparison.
      Both histories are built with the same bulk builder (one commit per table rather than four
      per scale, to keep the run short); Delta checkpoints every 10 commits, so a history built by
      500 real scales replays at most 10 more log files.
@@ -23,8 +29,10 @@ Prints, for the same rows in the same process:
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -228,7 +236,10 @@ def main(argv=None) -> int:
     p.add_argument("--skip-append", action="store_true")
     p.add_argument("--skip-history", action="store_true")
     p.add_argument("--settings", help="KEY=value lines (scripts/local_s3.sh start): the spark.* ones configure the session")
+    p.add_argument("--connect", action="store_true", help="on a Spark Connect session, after a classic run")
     a = p.parse_args(argv)
+    if a.connect:
+        return run_connect(a)
     conf = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4"}
     if a.settings:
         for line in Path(a.settings).read_text().splitlines():
@@ -248,6 +259,34 @@ def main(argv=None) -> int:
                 bench_read(spark, manager, result)
     if not a.skip_history:
         bench_history(spark, a.root + "/h")
+    return 0
+
+
+def run_connect(a) -> int:
+    """``--connect``: the append and read runs on a classic session (a subprocess, printed first),
+    then on a Spark Connect session, each against its own session type's raw Delta operations."""
+    repo = Path(__file__).resolve().parent.parent
+    args = ["--events", str(a.events), "--sizes", a.sizes.split(",")[0], "--rounds", str(a.rounds), "--skip-history"]
+    print("== classic session", flush=True)
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
+    subprocess.run([sys.executable, __file__, *args, "--root", a.root + "-classic"], check=True, env=env)
+    started = False
+    if not os.environ.get("SPARK_REMOTE"):
+        out = subprocess.run([str(repo / "scripts" / "connect_server.sh"), "start"], check=True, capture_output=True,
+                             text=True, env={**os.environ, "CONNECT_SERVER_MEMORY": "4g"}).stdout
+        os.environ["SPARK_REMOTE"] = out.strip().split("SPARK_REMOTE=")[-1]
+        started = True
+    print(f"== Spark Connect session ({os.environ['SPARK_REMOTE']})", flush=True)
+    try:
+        shutil.rmtree(a.root + "-connect", ignore_errors=True)
+        spark = ps.spark_session()
+        manager, result = bench_append_read(spark, os.path.abspath(a.root + "-connect"), a.events,
+                                            int(a.sizes.split(",")[0]), a.rounds)
+        bench_read(spark, manager, result)
+        spark.stop()
+    finally:
+        if started:
+            subprocess.run([str(repo / "scripts" / "connect_server.sh"), "stop"], check=False)
     return 0
 
 

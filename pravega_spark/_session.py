@@ -137,12 +137,16 @@ def spark_session(**spark_conf: str) -> SparkSession:
     if active is not None:
         return active
     if os.environ.get("SPARK_REMOTE"):
-        # pyspark's convention: a Spark Connect session to that server (its settings are the
-        # server's; the caller's are set on the session)
-        builder = SparkSession.builder.remote(os.environ["SPARK_REMOTE"])
+        # pyspark's convention: a Spark Connect session to that server. Its master, jars and
+        # static settings are the server's; the caller's runtime settings are set on the session
+        # (one the server refuses, such as a master or a driver's memory, is skipped)
+        session = SparkSession.builder.remote(os.environ["SPARK_REMOTE"]).getOrCreate()
         for key, value in spark_conf.items():
-            builder = builder.config(key, value)
-        return builder.getOrCreate()
+            try:
+                session.conf.set(key, value)
+            except Exception as exc:  # noqa: BLE001 - a static or refused setting
+                log.debug("spark_session: %s not set on the Connect session (%s)", key, str(exc).splitlines()[0])
+        return session
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # launched by spark-submit (or the pyspark shell): its master, jars and settings apply;
         # only the caller's own settings are added

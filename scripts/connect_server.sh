@@ -7,9 +7,10 @@
 #
 # Environment: CONNECT_SERVER_DIR (state: pid, port, log; default .connect_server in the
 # repository), CONNECT_SERVER_PORT (default: a free port), CONNECT_SERVER_MASTER (default
-# local[2]). The server runs spark-submit's SparkConnectServer class with the settings of
-# pravega_spark._session.connect_server_conf (Delta's jars from the local Maven repository that
-# scripts/setup.sh fills). Its Python workers (foreachBatch functions, UDFs) run the venv's
+# local[2]), CONNECT_SERVER_MEMORY (the server's heap, default 1g). The server runs spark-submit's
+# SparkConnectServer class with the settings of pravega_spark._session.connect_server_conf
+# (Delta's jars from the local Maven repository that scripts/setup.sh fills), logging warnings only
+# (scripts/connect/log4j2.properties). Its Python workers (foreachBatch functions, UDFs) run the venv's
 # interpreter, where pravega_spark is installed.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -32,7 +33,7 @@ case "${1:-}" in
 for k, v in connect_server_conf(int(sys.argv[1]), sys.argv[2]).items(): print(f"{k}={v}")' "$port" "$REPO/scripts/connect/log4j2.properties")
     SPARK_HOME="$spark_home" SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$PY" SPARK_CONF_DIR="${SPARK_CONF_DIR:-$DIR/conf}" \
       nohup "$spark_home/bin/spark-submit" --class org.apache.spark.sql.connect.service.SparkConnectServer \
-        --master "${CONNECT_SERVER_MASTER:-local[2]}" --driver-memory 1g "${args[@]}" \
+        --master "${CONNECT_SERVER_MASTER:-local[2]}" --driver-memory "${CONNECT_SERVER_MEMORY:-1g}" "${args[@]}" \
         >"$DIR/server.log" 2>&1 </dev/null &
     echo $! >"$DIR/pid"
     echo "$port" >"$DIR/port"

@@ -130,3 +130,45 @@ def test_two_client_processes_and_a_killed_writer(spark, root, manager, stream2)
     crashed = [e for e in counts if e.startswith("crasher:")]
     assert len(crashed) in (0, 50), len(crashed)
     check_key_order(event_rows)
+
+
+def test_truncation_deletes_below_the_cut_and_appends_go_on(spark, manager, stream2):
+    """Truncation over Connect (partition-only DELETEs, a straddling write rewritten): what is
+    below the cut is gone from the table, the head is the cut, and writers go on."""
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream, "t")
+    first = writer.write_events(events_df(spark, [(f"k{i % 4}", f"t:0000:{i:06d}") for i in range(20)]))
+    cut = first.tail_stream_cut
+    writer.write_events(events_df(spark, [(f"k{i % 4}", f"t:0001:{i:06d}") for i in range(20)]))
+    assert manager.truncate_stream(scope, stream, cut)
+    assert manager.head_stream_cut(scope, stream) == cut
+    left = [r.event.decode() for r in manager.read_events(scope, stream).collect()]
+    assert sorted(left) == sorted(f"t:0001:{i:06d}" for i in range(20))
+    stored = spark.read.format("delta").load(f"{manager.root}/{scope}/{stream}/events").where("record_type = 0")
+    assert stored.count() == 20  # the truncated events are gone from the table, not just hidden
+    writer.write_events(events_df(spark, [("k0", "t:0002:000000")]))
+    assert len(check_stream_consistent(spark, manager, scope, stream)) == 21
+
+
+def test_read_stream_with_available_now_delivers_each_event_once(spark, manager, stream2, tmp_path):
+    """``read_stream`` as serverless runs it (``availableNow``): each run delivers what was
+    appended since the last, across a scale, each event once and in order per key."""
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream, "s")
+    sink, checkpoint = str(tmp_path / "sink"), str(tmp_path / "checkpoint")
+
+    def run() -> None:
+        query = (manager.read_stream(scope, stream).writeStream.format("delta")
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start(sink))
+        query.awaitTermination(180)
+        assert query.exception() is None
+
+    writer.write_events(events_df(spark, [(f"k{i % 5}", f"s:0000:{i:06d}") for i in range(25)]))
+    run()
+    manager.scale_stream(scope, stream, [0], [(0.0, 0.25), (0.25, 0.5)])
+    writer.write_events(events_df(spark, [(f"k{i % 5}", f"s:0001:{i:06d}") for i in range(25)]))
+    run()
+    got = spark.read.format("delta").load(sink).select("routing_key", "segment_id", "offset", "event").collect()
+    payloads = [r.event.decode() for r in got]
+    assert sorted(payloads) == sorted([f"s:0000:{i:06d}" for i in range(25)] + [f"s:0001:{i:06d}" for i in range(25)])
+    check_key_order(got)

@@ -20,6 +20,7 @@ def _payloads(manager):
     return sorted(r.event.decode() for r in manager.read_events("iot", "sensors").select("event").collect())
 
 
+@pytest.mark.connect
 def test_retry_with_same_number_is_skipped_and_stale_numbers_are_no_ops(spark, manager, stream2):
     w = manager.create_event_writer("iot", "sensors", writer_id="ingest-1")
     first = w.write_events(_rows(spark, "a"), write_number=0)

@@ -19,6 +19,7 @@ def _write(writer, spark, prefix, n, keys=4):
     return writer.write_events(spark.createDataFrame([(f"k{i % keys}", f"{prefix}{i:03d}") for i in range(n)], ROWS_SCHEMA))
 
 
+@pytest.mark.connect
 @pytest.mark.cluster
 @pytest.mark.s3
 def test_read_between_cuts_across_a_scale(manager, spark, stream2):
@@ -54,6 +55,7 @@ def test_read_between_cuts_across_a_scale(manager, spark, stream2):
         manager.read_events(scope, stream, start=cut2, end=cut1)
 
 
+@pytest.mark.connect
 def test_invalid_cuts_refused(manager, spark, root, stream2):
     scope, stream = stream2
     writer = manager.create_event_writer(scope, stream)

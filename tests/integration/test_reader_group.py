@@ -85,6 +85,7 @@ def test_split_and_merge_successors_are_read_after_predecessors_from_offset_zero
     _check_exactly_once_in_key_order(read, [f"{b}:{i:04d}" for b in range(3) for i in range(24)])
 
 
+@pytest.mark.connect
 @pytest.mark.cluster
 @pytest.mark.s3
 def test_two_readers_share_segments_then_offline_with_a_position_and_rejoin(manager, stream2):

@@ -85,6 +85,7 @@ def test_size_retention_over_scales(spark, manager):
     check_stream_consistent(spark, manager, "iot", "s")
 
 
+@pytest.mark.connect
 def test_subscriber_api_errors_and_generations(spark, root, manager):
     w = _stream(manager, "c", ps.RetentionPolicy.by_size_bytes(0))
     cut = _write(spark, w, 0).tail_stream_cut

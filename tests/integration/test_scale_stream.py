@@ -11,6 +11,7 @@ from pravega_spark.segments import segment_id
 from tests.helpers import events_rows, table_versions
 
 
+@pytest.mark.connect
 @pytest.mark.cluster
 @pytest.mark.s3
 def test_split_then_merge_records_epochs_and_successors(manager, spark, stream2):

@@ -15,6 +15,7 @@ from pravega_spark._delta import RetryPolicy
 from tests.helpers import table_versions
 
 
+@pytest.mark.connect
 def test_scope_lifecycle(manager):
     assert manager.create_scope("iot") is True
     assert manager.create_scope("iot") is False
@@ -25,6 +26,7 @@ def test_scope_lifecycle(manager):
     assert manager.list_scopes().count() == 0
 
 
+@pytest.mark.connect
 @pytest.mark.s3
 def test_create_stream_makes_equal_segments_and_info(manager):
     manager.create_scope("iot")
@@ -136,6 +138,7 @@ def test_bad_names_refused_before_io(spark, tmp_path, scope, stream):
     assert sorted(os.listdir(root)) == ["_pravega"]
 
 
+@pytest.mark.connect
 def test_error_paths_change_nothing(manager, root, spark, stream2):
     scope, stream = stream2
     before = table_versions(spark, root)

@@ -26,6 +26,7 @@ def _contiguous(rows):
     return by_seg
 
 
+@pytest.mark.connect
 @pytest.mark.cluster
 @pytest.mark.s3
 def test_write_events_routes_frames_and_reports(manager, spark, root, stream2):
@@ -91,6 +92,7 @@ def test_null_keys_spread_randomly(manager, spark, stream2):
     assert set(counts) == {0, 1} and min(counts.values()) > 50
 
 
+@pytest.mark.connect
 def test_event_too_large_writes_nothing(manager, spark, root, stream2):
     scope, stream = stream2
     writer = manager.create_event_writer(scope, stream)
@@ -107,6 +109,7 @@ def test_event_too_large_writes_nothing(manager, spark, root, stream2):
     assert writer.write_event(b"x" * ps.MAX_EVENT_SIZE, routing_key="k").event_count == 1
 
 
+@pytest.mark.connect
 def test_bad_input_writes_nothing(manager, spark, root, stream2):
     scope, stream = stream2
     writer = manager.create_event_writer(scope, stream)

@@ -51,7 +51,7 @@ def test_what_connect_cannot_do_is_one_clear_error_and_changes_nothing(spark, ma
     writer.write_events(events_df(spark, [("a", "1")]))
     before = table_versions(spark, manager.root)
     for attempt in (lambda: manager.create_transactional_writer(scope, stream),
-                    lambda: writer.write_large_event("a", b"x" * 1000),
+                    lambda: writer.stream_event("a"),
                     lambda: manager.compact(scope, stream)):
         with pytest.raises(ps.UnsupportedOperationError, match="Spark Connect") as caught:
             attempt()

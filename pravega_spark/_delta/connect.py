@@ -16,8 +16,9 @@ it fails the classic transaction) and whose conditions carry the decision taken 
   the same.
 - **tails** (events tables: appends, seals). The ON clause fences the segments and prunes to the
   region at or after each tail read; a data condition matches any row there that ends after the
-  tail or seals the segment. Such a row matches every source row, so the MERGE inserts nothing:
-  the caller sees 0 rows inserted and retries from fresh tails.
+  tail or seals the segment. Such a row matches every source row, and ``WHEN MATCHED`` raises:
+  the MERGE commits nothing, and the writer retries from fresh tails. (Not an insert-only MERGE
+  inserting nothing: that still commits, and would record an idempotent write's number.)
 
 ``ConnectTransaction`` offers the part of ``DeltaTransaction``'s interface these need, so the
 control plane's code is the same on both backends. What Connect cannot express (placing files at
@@ -410,7 +411,7 @@ class ConnectTransaction:
 
     def expect_tails(self, column: str, tails: Mapping[int, int]) -> None:
         """Condition the commit on ``tails`` known from elsewhere (a writer's last commit): if
-        they moved, the commit inserts nothing and raises ``Retry``."""
+        they moved, the commit fails (nothing written) and raises ``Retry``."""
         self._tail_column = column
         self._tails = {int(s): int(t) for s, t in tails.items()}
 
@@ -424,8 +425,9 @@ class ConnectTransaction:
         return {int(r[column]): int(r["end"]) for r in rows}
 
     def insert_frame(self, source: DataFrame, app: AppVersion | None = None) -> int:
-        """Insert ``source``'s rows at the tails read (or expected): the rows inserted, -1 when
-        Delta skipped the command as an application version already recorded.
+        """Insert ``source``'s rows at the tails read (or expected): the rows inserted (0: the
+        source was empty), -1 when Delta skipped the command as an application version already
+        recorded.
 
         Raises:
             Retry: the tails moved (or a segment was sealed) since: nothing was written.
@@ -435,8 +437,6 @@ class ConnectTransaction:
         token = f"pravega-spark-{uuid.uuid4()}"
         with app_version_conf(self.spark, app), session_conf(self.spark, {USER_METADATA_CONF: token}):
             inserted = fenced_insert(self.spark, self.path, source, self._tail_column, self._tails)
-        if inserted == 0 and not source.isEmpty():
-            raise Retry(f"{self.path}: tails moved since they were read")
         self.inserted = inserted
         self.committed_version = committed_version(self.spark, self.path, token) if inserted > 0 else None
         return inserted
@@ -574,24 +574,45 @@ def app_version_conf(spark: SparkSession, app: AppVersion | None) -> session_con
     return session_conf(spark, conf, strict=True)
 
 
+# Delta's error when a target row matches several source rows: in ``fenced_insert`` it can only
+# mean a row past a tail (or a seal) in the fenced region, i.e. stale tails
+MULTIPLE_MATCHES = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
+
+
 def fenced_insert(spark: SparkSession, path: str, source: DataFrame, column: str, tails: Mapping[int, int],
                   seal_type: int = 1) -> int:
     """Insert ``source``'s rows unless a row of one of the ``tails``' segments ends after its tail
-    or seals it (one insert-only MERGE, fenced on those segments); the rows inserted (0: stale).
+    or seals it (one MERGE, fenced on those segments); the rows inserted, -1 when Delta skipped
+    the command as an application version it already holds.
 
     The ON clause's partition-only conjuncts (the segments, and each one's region at or after its
     tail) are the commit's read predicate: a concurrent add there fails it with Delta's
     ``ConcurrentAppendException``. The data conjunct closes the window between reading the tails
-    and the MERGE's snapshot: such a row matches every source row, so nothing is inserted.
+    and the MERGE's snapshot: such a row matches every source row, and ``WHEN MATCHED`` raises, so
+    the command fails and commits nothing. (An insert-only MERGE would insert nothing and still
+    commit, recording the write number of an idempotent write that wrote nothing: its retry would
+    then be skipped, and the write lost.) The source is read once, when nothing matched, so it is
+    not materialized first.
+
+    Raises:
+        Retry: the tails moved, or a segment was sealed: nothing was written.
     """
     ids = sorted(int(s) for s in tails)
     region = " OR ".join(f"(t.`{column}` = {s} AND t.base_offset >= {int(tails[s])})" for s in ids)
     ends = " ".join(f"WHEN {s} THEN {int(tails[s])}" for s in ids)
-    result = spark.sql(
-        f"MERGE INTO {table(path)} AS t USING {{source}} AS s "
-        f"ON t.`{column}` IN ({', '.join(map(str, ids))}) AND ({region}) "
-        f"AND (t.end_offset > CASE t.`{column}` {ends} END OR t.record_type = {int(seal_type)}) "
-        f"WHEN NOT MATCHED THEN INSERT *", source=source).collect()
+    stale = f"raise_error('{STALE}: tails moved')"
+    try:
+        with session_conf(spark, {"spark.databricks.delta.merge.materializeSource": "none"}):
+            result = spark.sql(
+                f"MERGE INTO {table(path)} AS t USING {{source}} AS s "
+                f"ON t.`{column}` IN ({', '.join(map(str, ids))}) AND ({region}) "
+                f"AND (t.end_offset > CASE t.`{column}` {ends} END OR t.record_type = {int(seal_type)}) "
+                f"WHEN MATCHED THEN UPDATE SET t.record_type = {stale} "
+                f"WHEN NOT MATCHED THEN INSERT *", source=source).collect()
+    except Exception as exc:
+        if STALE in str(exc) or MULTIPLE_MATCHES in str(exc):
+            raise Retry(f"{path}: tails moved since they were read") from None
+        raise
     if not result:  # an idempotent replay: Delta skipped the command
         return -1
     return int(result[0]["num_inserted_rows"])

@@ -73,6 +73,14 @@ def test_write_numbers_are_applied_once(spark, manager, stream2):
     again = manager.create_event_writer(scope, stream, "numbered").write_events(events_df(spark, rows), write_number=2)
     assert again.event_count == 0
     assert manager.read_events(scope, stream).count() == 15
+    # a numbered write whose known tails went stale: its first attempt must not record the number
+    # (regression: a stale insert-only MERGE committed nothing but the number, and the retry was
+    # skipped: the write was lost)
+    manager.create_event_writer(scope, stream, "other").write_events(events_df(spark, rows[:4]))
+    stale = writer.write_events(events_df(spark, rows[:5]), write_number=3)
+    assert stale.event_count == 5 and stale.retries >= 1
+    assert writer.write_events(events_df(spark, rows[:5]), write_number=3).event_count == 0
+    assert manager.read_events(scope, stream).count() == 24
 
 
 def test_fenced_append_refuses_stale_tails_and_sealed_segments(spark, manager, stream2):

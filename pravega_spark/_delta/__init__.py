@@ -28,7 +28,6 @@ from .dispatch import (
     configure_session,
     create_table,
     delete_files,
-    delete_where,
     estimated_size,
     exists,
     file_changes,
@@ -76,7 +75,7 @@ from .transaction import DeltaTransaction
 
 __all__ = [
     "CONFLICTS", "DEFAULT_RETRY", "SESSION_CONF", "AppVersion", "ClassicBackend", "CommitMetrics", "ConnectBackend",
-    "backend_for", "delete_where", "require_classic", "is_connect", "transaction",
+    "backend_for", "require_classic", "is_connect", "transaction",
     "DeltaBackend", "DeltaTransaction", "FileEntry", "check_root", "pyarrow_s3_options", "PartitionSummary", "Removal", "Retry",
     "RetryPolicy", "TableState", "activate", "arrow_type", "clock", "commit_lock", "commit_times", "configure_session",
     "create_table", "delete_files", "estimated_size", "exists", "file_changes", "in_session",

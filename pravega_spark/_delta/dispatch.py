@@ -7,8 +7,6 @@ backend serves it; what one backend cannot do raises ``UnsupportedOperationError
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
@@ -142,15 +140,3 @@ def is_stopped(spark: SparkSession) -> bool:
     if is_connect(spark):
         return bool(getattr(spark, "is_stopped", False))
     return session.is_stopped(spark)
-
-
-def delete_where(spark: SparkSession, path: str, condition: str) -> tuple[int | None, dict[str, int]]:
-    """One SQL ``DELETE`` (the Connect backend's truncation): version and metrics."""
-    return connect.delete_where(spark, path, condition)
-
-
-def summarize(spark: SparkSession, path: str, column: str, values: Sequence[int], end_column: str, stat: str,
-              at: int | None = None):
-    if is_connect(spark):
-        return connect.summarize(spark, path, column, values, end_column, stat, at)
-    return log.summarize_table(spark, path, column, values, end_column, stat, at)

@@ -436,7 +436,8 @@ class ConnectTransaction:
 
         token = f"pravega-spark-{uuid.uuid4()}"
         with app_version_conf(self.spark, app), session_conf(self.spark, {USER_METADATA_CONF: token}):
-            inserted = fenced_insert(self.spark, self.path, source, self._tail_column, self._tails)
+            inserted = fenced_insert(self.spark, self.path, source, self._tail_column, self._tails,
+                                     numbered=app is not None)
         self.inserted = inserted
         self.committed_version = committed_version(self.spark, self.path, token) if inserted > 0 else None
         return inserted
@@ -580,7 +581,7 @@ MULTIPLE_MATCHES = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
 
 
 def fenced_insert(spark: SparkSession, path: str, source: DataFrame, column: str, tails: Mapping[int, int],
-                  seal_type: int = 1) -> int:
+                  seal_type: int = 1, numbered: bool = True) -> int:
     """Insert ``source``'s rows unless a row of one of the ``tails``' segments ends after its tail
     or seals it (one MERGE, fenced on those segments); the rows inserted, -1 when Delta skipped
     the command as an application version it already holds.
@@ -592,7 +593,8 @@ def fenced_insert(spark: SparkSession, path: str, source: DataFrame, column: str
     the command fails and commits nothing. (An insert-only MERGE would insert nothing and still
     commit, recording the write number of an idempotent write that wrote nothing: its retry would
     then be skipped, and the write lost.) The source is read once, when nothing matched, so it is
-    not materialized first.
+    not materialized first. ``numbered=False`` (no application version set): an insert-only MERGE
+    (one pass over the source); stale, it inserts nothing and commits an empty version.
 
     Raises:
         Retry: the tails moved, or a segment was sealed: nothing was written.
@@ -601,21 +603,26 @@ def fenced_insert(spark: SparkSession, path: str, source: DataFrame, column: str
     region = " OR ".join(f"(t.`{column}` = {s} AND t.base_offset >= {int(tails[s])})" for s in ids)
     ends = " ".join(f"WHEN {s} THEN {int(tails[s])}" for s in ids)
     stale = f"raise_error('{STALE}: tails moved')"
+    # a write without an application version may commit nothing when stale (an empty version,
+    # harmless): it keeps Delta's insert-only MERGE, one pass over the source
+    matched = f"WHEN MATCHED THEN UPDATE SET t.record_type = {stale} " if numbered else ""
     try:
         with session_conf(spark, {"spark.databricks.delta.merge.materializeSource": "none"}):
             result = spark.sql(
                 f"MERGE INTO {table(path)} AS t USING {{source}} AS s "
                 f"ON t.`{column}` IN ({', '.join(map(str, ids))}) AND ({region}) "
                 f"AND (t.end_offset > CASE t.`{column}` {ends} END OR t.record_type = {int(seal_type)}) "
-                f"WHEN MATCHED THEN UPDATE SET t.record_type = {stale} "
-                f"WHEN NOT MATCHED THEN INSERT *", source=source).collect()
+                f"{matched}WHEN NOT MATCHED THEN INSERT *", source=source).collect()
     except Exception as exc:
         if STALE in str(exc) or MULTIPLE_MATCHES in str(exc):
             raise Retry(f"{path}: tails moved since they were read") from None
         raise
     if not result:  # an idempotent replay: Delta skipped the command
         return -1
-    return int(result[0]["num_inserted_rows"])
+    inserted = int(result[0]["num_inserted_rows"])
+    if inserted == 0 and not numbered and not source.isEmpty():
+        raise Retry(f"{path}: tails moved since they were read")
+    return inserted
 
 
 def app_versions(spark: SparkSession, path: str, prefix: str) -> dict[str, tuple[int, int | None]]:

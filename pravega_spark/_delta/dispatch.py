@@ -13,6 +13,7 @@ from pyspark.sql.types import StructType
 from ..errors import UnsupportedOperationError
 from . import connect, log, object_store, session, storage
 from .connect import ConnectTransaction, is_connect
+from .retry import retrying
 from .transaction import DeltaTransaction
 from .transaction import create_table as classic_create_table
 
@@ -38,8 +39,6 @@ def create_table(spark: SparkSession, path: str, schema: StructType, partition_b
                  properties: dict[str, str] | None = None, rows: list[tuple] | None = None) -> bool:
     """Create the table unless it exists (safe to race); True if this call created it."""
     if is_connect(spark):
-        from .retry import retrying
-
         return retrying(lambda: connect.create_table(spark, path, schema, partition_by, properties, rows),
                         f"create table {path}")
     return classic_create_table(spark, path, schema, partition_by, properties, rows)

@@ -13,19 +13,24 @@ from .appender import WriteResult
 from .autoscale_service import AutoscaleOutcome
 from .config import RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, StreamConfiguration
 from .errors import (
+    BadKeyVersionError,
     ConditionalTableUpdateError,
     EventTooLargeError,
     GenerationMismatchError,
     IllegalStateError,
     InvalidConfigError,
+    InvalidBatchError,
     InvalidEventError,
+    InvalidKeyError,
     InvalidNameError,
     InvalidScaleError,
     InvalidStreamCutError,
     InvalidWriterMarkError,
+    KeyValueTableNotFoundError,
     LargeEventFailedError,
     MaxNumberOfCheckpointsExceededError,
     NoSuchEventError,
+    NoSuchKeyError,
     PingFailedError,
     PravegaSparkError,
     ReaderGroupNotFoundError,
@@ -43,6 +48,7 @@ from .errors import (
     StreamNotSealedError,
     StreamSealedError,
     SubscriberNotFoundError,
+    TableEntryTooLargeError,
     TableLocationError,
     TruncatedDataError,
     TxnFailedError,
@@ -51,6 +57,7 @@ from .errors import (
     UnsupportedOperationError,
     WorkflowPendingError,
 )
+from .key_value_table import KeyValueTable
 from .large_events import EventPointer, LargeEventReader, LargeEventWriter, TransientCleanup
 from .reader_group import EventStreamReader, ReadBatch, ReaderGroup
 from .reader_group_config import ReaderGroupConfig, StreamDataRetention
@@ -63,6 +70,7 @@ from .stream import StreamInfo
 from .stream_cut import StreamCut
 from .stream_manager import StreamManager
 from .streaming import StreamProgress
+from .table_entries import Insert, KeyValueTableConfiguration, Put, Remove, TableEntry, Version
 from .transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
 from .truncation import TruncationRecord
 from .validation import ExpectationResult, StreamValidation
@@ -85,4 +93,7 @@ __all__ = [
     "TransientCleanup", "ExpectationResult", "StreamValidation", "ReaderGroupConfig", "StreamDataRetention", "MaxNumberOfCheckpointsExceededError",
     "ReaderGroup", "ReaderGroupNotFoundError", "ReaderNotInReaderGroupError", "ReaderGroupSink", "EventStreamReader", "ReadBatch",
     "StreamProgress", "foreach_batch", "idempotent_delta_sink", "AutoscaleOutcome", "WorkflowPendingError",
+    "BadKeyVersionError", "InvalidBatchError", "InvalidKeyError", "KeyValueTableNotFoundError", "NoSuchKeyError",
+    "TableEntryTooLargeError", "Insert", "KeyValueTable", "KeyValueTableConfiguration", "Put", "Remove",
+    "TableEntry", "Version",
 ]

@@ -21,6 +21,7 @@ from ._failpoints import failpoint
 from .errors import ScopeNotFoundError
 from .retention import RetentionRecord
 from .schema import (
+    ACTIVE,
     AUTOSCALE_SCHEMA,
     AUTOSCALE_TABLE,
     CHUNK_TYPES,
@@ -30,6 +31,7 @@ from .schema import (
     EVENTS_SCHEMA,
     EVENTS_STATS_COLUMNS,
     EVENTS_TABLE,
+    KVT_PREFIX,
     MEMBER_KEY,
     READER_GROUP_KEY,
     READER_GROUP_MEMBERS_SCHEMA,
@@ -278,7 +280,8 @@ class Store:
     # ---- streams -----------------------------------------------------------------------------
     def streams(self) -> DataFrame:
         """The streams table's stream rows (not the scopes' deletion marks)."""
-        return _delta.read(self.spark, self.streams_path).where(F.col("stream") != SCOPE_MARK)
+        return (_delta.read(self.spark, self.streams_path)
+                .where((F.col("stream") != SCOPE_MARK) & ~F.col("stream").startswith(KVT_PREFIX)))
 
     def stream_record(self, scope: str, stream: str) -> StreamRecord | None:
         rows = [r for r in self.table_rows(self.streams_path, STREAM_KEY, stream_key(scope, stream))
@@ -291,10 +294,15 @@ class Store:
     def _stream_partition(self, scope: str, stream: str) -> tuple[_delta.DeltaTransaction, list, StreamRecord | None]:
         """A transaction on the streams table fenced on this stream's partition, the partition's
         files and the stream's record in them."""
-        txn = _delta.transaction(self.spark, self.streams_path)
-        files = txn.read_partition(STREAM_KEY, stream_key(scope, stream))
-        rows = [r for r in txn.rows(files) if r["scope"] == scope and r["stream"] == stream]
+        txn, files, rows = self._catalog_partition(scope, stream)
         return txn, files, StreamRecord.from_row(rows[0]) if rows else None
+
+    def _catalog_partition(self, scope: str, name: str) -> tuple[_delta.DeltaTransaction, list, list[dict]]:
+        """A transaction on the streams table fenced on the partition of ``name`` (a stream or a
+        KVT's internal name), the partition's files and the rows of ``name`` in them."""
+        txn = _delta.transaction(self.spark, self.streams_path)
+        files = txn.read_partition(STREAM_KEY, stream_key(scope, name))
+        return txn, files, [r for r in txn.rows(files) if r["scope"] == scope and r["stream"] == name]
 
     def insert_stream(self, record: StreamRecord, scope_created: datetime) -> bool:
         """Insert the stream row unless one exists: True if this call inserted it.
@@ -306,14 +314,20 @@ class Store:
         Raises:
             ScopeNotFoundError: the scope created at ``scope_created`` was deleted.
         """
-        txn, files, found = self._stream_partition(record.scope, record.stream)
-        marks = txn.rows(txn.read_partition(STREAM_KEY, stream_key(record.scope, SCOPE_MARK)))
-        if any(r["stream"] == SCOPE_MARK and r["scope"] == record.scope
+        return self._insert_catalog_row(record.scope, record.stream, self._stream_row(record), scope_created)
+
+    def _insert_catalog_row(self, scope: str, name: str, row: tuple, scope_created: datetime) -> bool:
+        """Insert a row of the scope's catalogue (a stream's, or a key-value table's under its
+        internal name) unless its partition holds one: fenced on that partition and on the
+        scope's deletion mark (see ``insert_stream``)."""
+        txn, files, found = self._catalog_partition(scope, name)
+        marks = txn.rows(txn.read_partition(STREAM_KEY, stream_key(scope, SCOPE_MARK)))
+        if any(r["stream"] == SCOPE_MARK and r["scope"] == scope
                and _aware(r["creation_time"]) == scope_created for r in marks):
-            raise ScopeNotFoundError(f"scope {record.scope} does not exist (deleted)")
-        if found is not None:
+            raise ScopeNotFoundError(f"scope {scope} does not exist (deleted)")
+        if found:
             return False
-        _delta.replace(txn, files, [self._stream_row(record)], STREAMS_SCHEMA, (STREAM_KEY,))
+        _delta.replace(txn, files, [row], STREAMS_SCHEMA, (STREAM_KEY,))
         return True
 
     def mark_scope_deleted(self, scope: str, scope_created: datetime) -> bool:
@@ -352,6 +366,48 @@ class Store:
         txn, files, found = self._stream_partition(scope, stream)
         if found is not None:
             _delta.replace(txn, files, [], STREAMS_SCHEMA, (STREAM_KEY,))
+
+    # ---- key-value tables ----------------------------------------------------------------------
+    def key_value_table_path(self, scope: str, kvt: str, table_id: str) -> str:
+        """Where one incarnation of a KVT keeps its entries (a KVT created again gets a new id)."""
+        return f"{self.root}/{scope}/{KVT_PREFIX}{kvt}/{table_id}"
+
+    def key_value_tables(self) -> DataFrame:
+        """The catalogue rows of every KVT: ``scope, kvt, configuration, creation_time``."""
+        return (_delta.read(self.spark, self.streams_path).where(F.col("stream").startswith(KVT_PREFIX))
+                .select("scope", F.expr(f"substring(stream, {len(KVT_PREFIX) + 1})").alias("kvt"),
+                        "configuration", "creation_time"))
+
+    def key_value_table_row(self, scope: str, kvt: str) -> dict | None:
+        """The KVT's catalogue row (``configuration`` is JSON with its ``table_id``), or None."""
+        name = KVT_PREFIX + kvt
+        rows = [r for r in self.table_rows(self.streams_path, STREAM_KEY, stream_key(scope, name))
+                if r["scope"] == scope and r["stream"] == name]
+        return rows[0] if rows else None
+
+    def insert_key_value_table(self, scope: str, kvt: str, configuration: str, scope_created: datetime) -> bool:
+        """Register the KVT unless it exists (one commit, fenced as ``insert_stream``'s)."""
+        name, now = KVT_PREFIX + kvt, utc_now()
+        row = (stream_key(scope, name), scope, name, ACTIVE, configuration, [], 0, None, None, now, now, 0, None)
+        return _delta.retrying(lambda: self._insert_catalog_row(scope, name, row, scope_created),
+                               f"create key-value table {scope}/{kvt}")
+
+    def remove_key_value_table_data(self, scope: str, kvt: str, table_id: str) -> bool:
+        """Delete one incarnation's entries table (its folder; over Spark Connect, its rows)."""
+        path = self.key_value_table_path(scope, kvt, table_id)
+        if self.backend.connect:
+            return self.backend.clear_tables([path])
+        return _delta.remove_path(self.spark, path)
+
+    def delete_key_value_table_row(self, scope: str, kvt: str) -> dict | None:
+        """Remove the KVT's catalogue row (one commit); the row removed, or None if absent."""
+        def attempt() -> dict | None:
+            txn, files, rows = self._catalog_partition(scope, KVT_PREFIX + kvt)
+            if rows:
+                _delta.replace(txn, files, [], STREAMS_SCHEMA, (STREAM_KEY,))
+            return rows[0] if rows else None
+
+        return _delta.retrying(attempt, f"delete key-value table {scope}/{kvt}")
 
     # ---- reader groups -----------------------------------------------------------------------
     def reader_groups(self) -> DataFrame:

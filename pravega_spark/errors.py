@@ -127,7 +127,37 @@ class GenerationMismatchError(PravegaSparkError):
 
 
 class ConditionalTableUpdateError(PravegaSparkError):
-    """A key-value table conditional update failed."""
+    """A key-value table's conditional update failed (Pravega's ``ConditionalTableUpdateException``):
+    nothing of the update was applied."""
+
+
+class BadKeyVersionError(ConditionalTableUpdateError):
+    """A conditional update named a version that is not the key's current one, or an insert found
+    the key present (Pravega's ``BadKeyVersionException``)."""
+
+
+class NoSuchKeyError(ConditionalTableUpdateError, LookupError):
+    """A conditional update (a version given) of a key that does not exist (Pravega's
+    ``NoSuchKeyException``)."""
+
+
+class InvalidKeyError(PravegaSparkError, ValueError):
+    """A key that is not bytes of exactly the table's primary plus secondary key length (Pravega:
+    ``IllegalArgumentException``)."""
+
+
+class TableEntryTooLargeError(PravegaSparkError, ValueError):
+    """A value longer than Pravega's maximum (1,040,384 bytes), or a batch over its key count or
+    byte limits: nothing was applied."""
+
+
+class InvalidBatchError(PravegaSparkError, ValueError):
+    """A batch Pravega refuses: keys of several primary keys, removals mixed with updates, a key
+    twice, or no modification."""
+
+
+class KeyValueTableNotFoundError(PravegaSparkError, LookupError):
+    """No key-value table of that name in the scope (or it was deleted)."""
 
 
 class ReaderGroupNotFoundError(PravegaSparkError, LookupError):

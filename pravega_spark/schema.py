@@ -16,6 +16,7 @@ from __future__ import annotations
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    BooleanType,
     DoubleType,
     IntegerType,
     LongType,
@@ -274,3 +275,40 @@ READ_COLUMNS = ["scope", "stream", "segment_id", "offset", "event", "routing_key
 
 # The prefix of the columns ``validation`` adds to a prepared table: ``violates_<invariant>``.
 VIOLATION_PREFIX = "violates_"
+
+# ---- key-value tables (Pravega's KeyValueTable, PRAVEGA_SEMANTICS section 12) ---------------------
+# A KVT is registered in the streams table (the controller's catalogue of a scope: one fence makes
+# ``delete_scope`` see it) under the internal name ``KVT_PREFIX + name``; its data is one Delta
+# table, an append-only log of entries as in Pravega's table segments: a put or insert adds an
+# entry, a removal adds a tombstone, and a key's live entry is its newest. ``partition`` is the
+# table segment (the primary key's hash range); ``version`` the entry's segment version, which
+# increases in each partition with every commit (the partition's largest version plus one);
+# ``key_hash`` is ``xxhash64(key)``, whose file statistics and sorted row groups let a lookup
+# read only the few files and row groups that may hold a key.
+KVT_PREFIX = "_kvt."
+KVT_PARTITION = "partition"
+KVT_SCHEMA = StructType([
+    StructField("partition", IntegerType(), False),
+    StructField("key_hash", LongType(), False),
+    StructField("key", BinaryType(), False),
+    StructField("value", BinaryType(), True),  # null in a tombstone
+    StructField("version", LongType(), False),
+    StructField("removed", BooleanType(), False),
+])
+KVT_STATS_COLUMNS = ("key_hash", "version")
+KVT_PROPERTIES = {
+    "delta.dataSkippingStatsColumns": "key_hash,version",
+    # ``_metadata.row_commit_version``: the commit that added each entry (validation checks that
+    # a key's versions increase in the log's order)
+    "delta.enableRowTracking": "true",
+    "delta.enableDeletionVectors": "false",
+    "delta.checkpointInterval": "100",
+}
+MAX_KEY_LENGTH = 8192
+"""Pravega's ``TableSegment.MAXIMUM_KEY_LENGTH``: primary plus secondary key bytes."""
+MAX_VALUE_LENGTH = 1024 * 1024 - 8192
+"""Pravega's ``TableSegment.MAXIMUM_VALUE_LENGTH`` (1,040,384 bytes)."""
+MAX_BATCH_KEY_COUNT = 256
+"""Pravega's ``MAXIMUM_BATCH_KEY_COUNT``: keys in one atomic batch."""
+MAX_BATCH_LENGTH = 16 * 1024 * 1024 - 1 - 8192
+"""Pravega's ``MAXIMUM_BATCH_LENGTH``: key and value bytes of one atomic batch."""

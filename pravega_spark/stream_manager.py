@@ -23,6 +23,7 @@ from . import (
     autoscale_service,
     batch_client,
     compaction,
+    key_value_table,
     large_events,
     maintenance,
     reader_group_manager,
@@ -42,6 +43,7 @@ from .config import StreamConfiguration
 from .controller import Controller
 from .cut_helper import CutOrName
 from .errors import InvalidConfigError, ScopeNotFoundError, SegmentNotFoundError
+from .key_value_table import KeyValueTable
 from .large_events import EventPointer, LargeEventReader, TransientCleanup
 from .names import validate_scope_name, validate_stream_name
 from .reader_group import ReaderGroup
@@ -50,6 +52,7 @@ from .retention_service import RetentionOutcome
 from .segments import predecessors, successors_with_predecessors
 from .stream import StreamInfo
 from .stream_cut import StreamCut
+from .table_entries import KeyValueTableConfiguration
 from .streaming import StreamProgress
 from .transactions import TransactionalEventStreamWriter
 from .truncation import TruncationRecord
@@ -121,7 +124,7 @@ class StreamManager:
         """Delete an empty scope; False if it did not exist.
 
         Raises:
-            ScopeNotEmptyError: the scope still has streams.
+            ScopeNotEmptyError: the scope still has streams or key-value tables.
         """
         return workflows.delete_scope(self._store, scope)
 
@@ -552,6 +555,40 @@ class StreamManager:
         """The scope's reader groups: ``scope, reader_group, configuration, generation,
         creation_time, update_time``."""
         return reader_group_manager.list_reader_groups(self._controller, scope)
+
+    # ---- key-value tables --------------------------------------------------------------------
+    def create_key_value_table(self, scope: str, kvt: str, config: KeyValueTableConfiguration) -> bool:
+        """Create key-value table ``kvt`` in ``scope`` (Pravega's ``KeyValueTableManager.
+        createKeyValueTable``); False if it exists.
+
+        Raises:
+            InvalidNameError / InvalidConfigError: bad name or configuration (nothing written).
+            ScopeNotFoundError: no such scope.
+        """
+        return key_value_table.create_key_value_table(self._store, scope, kvt, config)
+
+    def delete_key_value_table(self, scope: str, kvt: str) -> bool:
+        """Delete the KVT and its entries; False if it did not exist."""
+        return key_value_table.delete_key_value_table(self._store, scope, kvt)
+
+    def list_key_value_tables(self, scope: str) -> DataFrame:
+        """The scope's KVTs: ``scope, key_value_table, partition_count, primary_key_length,
+        secondary_key_length, creation_time``."""
+        return key_value_table.list_key_value_tables(self._store, scope)
+
+    def key_value_table(self, scope: str, kvt: str) -> KeyValueTable:
+        """A handle on KVT ``kvt`` of ``scope``.
+
+        Raises:
+            KeyValueTableNotFoundError: no such KVT.
+        """
+        return key_value_table.open_key_value_table(self._store, scope, kvt)
+
+    def validate_key_value_table(self, scope: str, kvt: str) -> StreamValidation:
+        """Check the KVT's invariants with Great Expectations (one live entry per key, versions
+        increasing per key in the log's order, every key in its hash partition, key lengths);
+        a result like ``validate_stream``'s."""
+        return validation.validate_key_value_table(self.key_value_table(scope, kvt))
 
     # ---- large events ------------------------------------------------------------------------
     def open_event(self, pointer, window_chunks: int | None = None) -> LargeEventReader:

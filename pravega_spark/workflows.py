@@ -147,14 +147,14 @@ def delete_scope(store: Store, scope: str) -> bool:
     ``delete_scope`` finishes it.
 
     Raises:
-        ScopeNotEmptyError: the scope still has streams.
+        ScopeNotEmptyError: the scope still has streams or key-value tables.
     """
     validate_scope_name(scope)
     created = store.scope_creation_time(scope)
     if created is None:
         return False
     if not _delta.retrying(lambda: store.mark_scope_deleted(scope, created), f"delete scope {scope}"):
-        raise ScopeNotEmptyError(f"scope {scope} still has streams; seal and delete them first")
+        raise ScopeNotEmptyError(f"scope {scope} still has streams or key-value tables; delete them first")
     failpoint("delete_scope:after_mark")
     store.delete_scope_row(scope)
     log.info("delete_scope %s", scope)

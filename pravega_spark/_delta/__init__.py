@@ -28,6 +28,7 @@ from .dispatch import (
     configure_session,
     create_table,
     delete_files,
+    delete_matching,
     estimated_size,
     exists,
     file_changes,
@@ -35,6 +36,7 @@ from .dispatch import (
     is_stopped,
     is_table,
     latest,
+    lookup,
     plan_leaves,
     pyarrow_s3_options,
     qualify,
@@ -75,7 +77,7 @@ from .transaction import DeltaTransaction
 
 __all__ = [
     "CONFLICTS", "DEFAULT_RETRY", "SESSION_CONF", "AppVersion", "ClassicBackend", "CommitMetrics", "ConnectBackend",
-    "backend_for", "require_classic", "is_connect", "transaction",
+    "backend_for", "require_classic", "is_connect", "transaction", "lookup", "delete_matching",
     "DeltaBackend", "DeltaTransaction", "FileEntry", "check_root", "pyarrow_s3_options", "PartitionSummary", "Removal", "Retry",
     "RetryPolicy", "TableState", "activate", "arrow_type", "clock", "commit_lock", "commit_times", "configure_session",
     "create_table", "delete_files", "estimated_size", "exists", "file_changes", "in_session",

@@ -343,6 +343,7 @@ class ConnectTransaction:
         self._reads: list[FenceRead] = []
         self._tails: dict[int, int] | None = None
         self._tail_column: str | None = None
+        self._tail_end: str | None = None  # set by ``maxima``: the column the condition compares
         self.inserted: int | None = None  # rows the last commit inserted
         self.committed_version: int | None = None  # the version of the last insert, when found
 
@@ -436,11 +437,50 @@ class ConnectTransaction:
 
         token = f"pravega-spark-{uuid.uuid4()}"
         with app_version_conf(self.spark, app), session_conf(self.spark, {USER_METADATA_CONF: token}):
-            inserted = fenced_insert(self.spark, self.path, source, self._tail_column, self._tails,
-                                     numbered=app is not None)
+            if self._tail_end is None:
+                inserted = fenced_insert(self.spark, self.path, source, self._tail_column, self._tails,
+                                         numbered=app is not None)
+            else:  # a versioned table (``maxima``): always fail when stale
+                inserted = fenced_insert(self.spark, self.path, source, self._tail_column, self._tails,
+                                         seal_type=None, end_column=self._tail_end, start_column=None)
         self.inserted = inserted
         self.committed_version = committed_version(self.spark, self.path, token) if inserted > 0 else None
         return inserted
+
+    # ---- versioned entries (key-value tables) --------------------------------------------------
+    def maxima(self, column: str, values: Sequence[int], stat: str) -> dict[int, int]:
+        """The largest ``stat`` in each of these partitions now (0 for an empty one), one query.
+        They become the commit's condition: if a row with a larger ``stat`` appears in one of
+        them before the commit's MERGE, it fails (nothing written) and raises ``Retry``."""
+        ids = sorted({int(v) for v in values})
+        rows = (read(self.spark, self.path).where(F.col(column).isin(ids)).groupBy(column)
+                .agg(F.max(stat).alias("high")).collect()) if ids else []
+        found = {int(r[column]): int(r["high"]) for r in rows if r["high"] is not None}
+        self._tail_column, self._tail_end = column, stat
+        self._tails = {v: found.get(v, 0) for v in ids}
+        return dict(self._tails)
+
+    def lookup(self, column: str, value: int, stat: str, wanted: Sequence[int]) -> list[dict]:
+        """The rows of partition ``column = value`` whose ``stat`` is one of ``wanted`` (one query;
+        the commit's condition is set by ``maxima``)."""
+        df = read(self.spark, self.path)
+        names = df.columns
+        rows = df.where((F.col(column) == int(value)) & F.col(stat).isin([int(w) for w in wanted])).collect()
+        return [row_dict(r, names) for r in rows]
+
+    def frame(self) -> DataFrame:
+        """The table's latest version as a DataFrame."""
+        return read(self.spark, self.path)
+
+    def append_frame(self, df: DataFrame, partition_by: tuple[str, ...]) -> int | None:
+        """Insert ``df``'s rows under the condition set by ``maxima`` (one MERGE); None (the
+        version would cost a query).
+
+        Raises:
+            Retry: a partition's largest value grew since ``maxima``: nothing was written.
+        """
+        self.insert_frame(df)
+        return None
 
     # ---- writes -----------------------------------------------------------------------------
     def write_rows(self, rows: list[tuple], schema: StructType, partition_by: tuple[str, ...] = (),
@@ -581,7 +621,8 @@ MULTIPLE_MATCHES = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
 
 
 def fenced_insert(spark: SparkSession, path: str, source: DataFrame, column: str, tails: Mapping[int, int],
-                  seal_type: int = 1, numbered: bool = True) -> int:
+                  seal_type: int | None = 1, numbered: bool = True, end_column: str = "end_offset",
+                  start_column: str | None = "base_offset") -> int:
     """Insert ``source``'s rows unless a row of one of the ``tails``' segments ends after its tail
     or seals it (one MERGE, fenced on those segments); the rows inserted, -1 when Delta skipped
     the command as an application version it already holds.
@@ -596,22 +637,27 @@ def fenced_insert(spark: SparkSession, path: str, source: DataFrame, column: str
     not materialized first. ``numbered=False`` (no application version set): an insert-only MERGE
     (one pass over the source); stale, it inserts nothing and commits an empty version.
 
+    The events table's columns are the defaults; a key-value table passes ``end_column="version"``,
+    no ``start_column`` (no region within a partition) and no ``seal_type``.
+
     Raises:
         Retry: the tails moved, or a segment was sealed: nothing was written.
     """
     ids = sorted(int(s) for s in tails)
-    region = " OR ".join(f"(t.`{column}` = {s} AND t.base_offset >= {int(tails[s])})" for s in ids)
+    region = "true" if start_column is None else " OR ".join(
+        f"(t.`{column}` = {s} AND t.`{start_column}` >= {int(tails[s])})" for s in ids)
     ends = " ".join(f"WHEN {s} THEN {int(tails[s])}" for s in ids)
+    sealed = "" if seal_type is None else f" OR t.record_type = {int(seal_type)}"
     stale = f"raise_error('{STALE}: tails moved')"
     # a write without an application version may commit nothing when stale (an empty version,
     # harmless): it keeps Delta's insert-only MERGE, one pass over the source
-    matched = f"WHEN MATCHED THEN UPDATE SET t.record_type = {stale} " if numbered else ""
+    matched = f"WHEN MATCHED THEN UPDATE SET t.`{end_column}` = {stale} " if numbered else ""
     try:
         with session_conf(spark, {"spark.databricks.delta.merge.materializeSource": "none"}):
             result = spark.sql(
                 f"MERGE INTO {table(path)} AS t USING {{source}} AS s "
                 f"ON t.`{column}` IN ({', '.join(map(str, ids))}) AND ({region}) "
-                f"AND (t.end_offset > CASE t.`{column}` {ends} END OR t.record_type = {int(seal_type)}) "
+                f"AND (t.`{end_column}` > CASE t.`{column}` {ends} END{sealed}) "
                 f"{matched}WHEN NOT MATCHED THEN INSERT *", source=source).collect()
     except Exception as exc:
         if STALE in str(exc) or MULTIPLE_MATCHES in str(exc):

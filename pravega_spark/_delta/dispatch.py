@@ -139,3 +139,37 @@ def is_stopped(spark: SparkSession) -> bool:
     if is_connect(spark):
         return bool(getattr(spark, "is_stopped", False))
     return session.is_stopped(spark)
+
+
+def lookup(spark: SparkSession, path: str, column: str, value: int, stat: str, wanted: list[int],
+           version: int | None = None) -> tuple[list[dict], int | None]:
+    """The rows of partition ``column = value`` whose ``stat`` is one of ``wanted``, at the table's
+    latest version (or ``version``), and the number of data files read (None: a query read them).
+
+    Classic: the files the log lists (the checksum file) whose statistics may hold a wanted value,
+    read with pyarrow (``storage.read_rows_where``): no Spark job. Otherwise, one query."""
+    if not is_connect(spark) and version is None:
+        state = log.table_state(spark, path)
+        if state.files is not None:
+            files = [f for f in state.files if f.partition(column) == str(int(value))]
+            from .transaction import might_hold
+
+            files = might_hold(files, stat, wanted)
+            return storage.read_rows_where(spark, path, files, stat, wanted), len(files)
+    from pyspark.sql import functions as F
+
+    df = read(spark, path, version)
+    names = df.columns
+    rows = df.where((F.col(column) == int(value)) & F.col(stat).isin([int(w) for w in wanted])).collect()
+    return [connect.row_dict(r, names) for r in rows], None
+
+
+def delete_matching(spark: SparkSession, path: str, source: DataFrame, on: list[str]) -> int:
+    """Delete the table's rows equal on ``on`` to a row of ``source`` (one MERGE, public SQL:
+    both backends); returns the rows deleted. A concurrent commit to the files it rewrites makes
+    it conflict (retry it)."""
+    condition = " AND ".join(f"t.`{c}` = s.`{c}`" for c in on)
+    target = connect.table(path)
+    result = spark.sql(f"MERGE INTO {target} AS t USING {{source}} AS s ON {condition} WHEN MATCHED THEN DELETE",
+                       source=source).collect()
+    return int(result[0]["num_deleted_rows"]) if result else 0

@@ -100,6 +100,40 @@ def read_rows(spark: SparkSession, path: str, files: Sequence[FileEntry]) -> lis
     return out
 
 
+def read_rows_where(spark: SparkSession, path: str, files: Sequence[FileEntry], column: str,
+                    values: Sequence[int]) -> list[dict]:
+    """The rows of ``files`` whose ``column`` is one of ``values`` (partition columns added), read
+    with pyarrow straight from storage when it can reach it (local files; S3 with the session's
+    settings): only the files' footers and the row groups whose statistics may hold a value are
+    read, no Spark job. Other file systems read whole files (``read_rows``) and filter here."""
+    import pyarrow.parquet as pq
+
+    wanted = {int(v) for v in values}
+    local = local_dir(path)
+    s3 = None
+    if local is None:
+        from .object_store import pyarrow_s3_options
+
+        options = pyarrow_s3_options(spark, path)
+        if options is None:
+            return [r for r in read_rows(spark, path, files) if r.get(column) in wanted]
+        import pyarrow.fs as pafs
+
+        s3 = (pafs.S3FileSystem(**options), urlparse(path))
+    out: list[dict] = []
+    for f in files:
+        relative = unquote(f.path)
+        if local is not None:
+            where, fs = (relative if os.path.isabs(relative) else os.path.join(local, relative)), None
+        else:
+            fs, parsed = s3
+            where = f"{parsed.netloc}{parsed.path.rstrip('/')}/{relative}"
+        table = pq.read_table(where, filesystem=fs, filters=[(column, "in", sorted(wanted))])
+        parts = dict(f.partition_values)
+        out.extend({**r, **parts} for r in table.to_pylist())
+    return out
+
+
 def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> None:
     """VACUUM the table; retention below the table's own window needs the safety check off.
 

@@ -29,6 +29,17 @@ from .retry import retrying
 log = logging.getLogger("pravega_spark")
 
 
+def might_hold(files: Sequence[FileEntry], stat: str, wanted: Sequence[int]) -> list[FileEntry]:
+    """The files whose statistics of ``stat`` may hold one of ``wanted`` (all files lacking them)."""
+    values = [int(v) for v in wanted]
+    out = []
+    for f in files:
+        low, high = f.min_values.get(stat), f.max_values.get(stat)
+        if low is None or high is None or any(int(low) <= v <= int(high) for v in values):
+            out.append(f)
+    return out
+
+
 def create_table(spark: SparkSession, path: str, schema: StructType, partition_by: tuple[str, ...] = (),
                  properties: dict[str, str] | None = None, rows: list[tuple] | None = None) -> bool:
     """Create the Delta table at ``path`` unless one exists; True if this call created it.
@@ -213,6 +224,37 @@ class DeltaTransaction:
             else:
                 sessions.clearActiveSession()
         return actions.entries(self._jvm, written)
+
+    # ---- versioned entries (key-value tables) --------------------------------------------------
+    def maxima(self, column: str, values: Sequence[int], stat: str) -> dict[int, int]:
+        """The largest ``stat`` in each of these (integer) partitions at this transaction's snapshot
+        (0 for an empty one), from file statistics. Fence them with ``track_partitions``: a
+        concurrent add there then fails the commit."""
+        found = self.summarize(column, list(values), column, stat)
+        return {int(v): int(found[int(v)].high) if int(v) in found and found[int(v)].high is not None else 0
+                for v in values}
+
+    def expect_tails(self, column: str, tails: dict[int, int]) -> None:
+        """Nothing to do here: this transaction's fence is its snapshot and the partitions it
+        tracks (``ConnectTransaction`` turns the same call into its MERGE's condition)."""
+
+    def lookup(self, column: str, value: int, stat: str, wanted: Sequence[int]) -> list[dict]:
+        """The rows of partition ``column = value`` whose ``stat`` is one of ``wanted``, read from
+        the files whose statistics may hold one (declared read: a concurrent removal of one of
+        them fails the commit)."""
+        files = [f for f in self.unfenced_files() if f.partition(column) == str(int(value))]
+        files = might_hold(files, stat, wanted)
+        self.track_files(files)
+        return storage.read_rows_where(self.spark, self.path, files, stat, wanted)
+
+    def frame(self) -> DataFrame:
+        """The table at this transaction's snapshot as a DataFrame (no read declared)."""
+        return self.read_files(self.unfenced_files())
+
+    def append_frame(self, df: DataFrame, partition_by: tuple[str, ...]) -> int:
+        """Write ``df``'s rows as new files and commit them (the transaction's fence applies);
+        returns the new version."""
+        return self.commit(self.write(df, partition_by), partition_by)
 
     # ---- application versions (Delta's SetTransaction): exactly-once markers in the log -----------
     def app_version(self, app_id: str) -> int:

@@ -303,6 +303,11 @@ class KeyValueTable:
         self._check_exists()
         return _delta.read(self.spark, self.path, version)
 
+    def entries_log(self, version: int | None = None) -> DataFrame:
+        """The entries table itself (every entry and tombstone not yet compacted):
+        ``partition, key_hash, key, value, version, removed``."""
+        return self._entries(version)
+
     def entries(self, version: int | None = None) -> DataFrame:
         """Every live entry: ``key, value, version`` (version: the segment version), at the
         entries table's latest version or at Delta version ``version`` (time travel)."""

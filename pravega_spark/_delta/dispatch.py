@@ -173,3 +173,17 @@ def delete_matching(spark: SparkSession, path: str, source: DataFrame, on: list[
     result = spark.sql(f"MERGE INTO {target} AS t USING {{source}} AS s ON {condition} WHEN MATCHED THEN DELETE",
                        source=source).collect()
     return int(result[0]["num_deleted_rows"]) if result else 0
+
+
+def added_in(spark: SparkSession, path: str) -> DataFrame:
+    """``file_name, added_in``: the version of the commit that added each data file, from the
+    JSON commits the log still holds (one query, public API: both backends)."""
+    from pyspark.sql import functions as F
+
+    commits = spark.read.json(path.rstrip("/") + "/_delta_log/*.json")
+    if "add" not in commits.columns:
+        return spark.createDataFrame([], "file_name string, added_in bigint")
+    return (commits.where(F.col("add").isNotNull())
+            .select(F.element_at(F.split(F.col("add.path"), "/"), -1).alias("file_name"),
+                    F.regexp_extract(F.col("_metadata.file_name"), r"^(\d+)\.json$", 1).cast("long").alias("added_in"))
+            .groupBy("file_name").agg(F.max("added_in").alias("added_in")))

@@ -76,6 +76,14 @@ def is_conflict(exc: BaseException) -> bool:
             or any(f"exceptions.{cls.__name__}" in text for cls in CONFLICTS))
 
 
+_RETRIES = [0]
+
+
+def retries() -> int:
+    """Attempts ``retrying`` has repeated in this process so far (conflicts and stale reads)."""
+    return _RETRIES[0]
+
+
 def retrying(step: Callable[[], T], what: str, policy: RetryPolicy = DEFAULT_RETRY) -> T:
     """Run ``step`` until it succeeds, retrying on Delta conflicts and :class:`Retry`.
 
@@ -95,6 +103,7 @@ def retrying(step: Callable[[], T], what: str, policy: RetryPolicy = DEFAULT_RET
                 raise
             last = exc
             log.debug("%s: conflict on attempt %d: %s", what, attempt + 1, type(exc).__name__)
+        _RETRIES[0] += 1
         if attempt + 1 < policy.attempts:
             time.sleep(policy.delay(attempt))
     raise RetriesExhaustedError(

@@ -7,7 +7,9 @@ Runs ``StreamManager.validate_stream`` (Great Expectations suites: key-space cov
 epoch, contiguous unique offsets with Pravega's framing, nothing beyond a seal or below the head,
 complete large events, hidden staged data, head/tail/subscriber/retention/watermark cuts) and
 prints one line per stream, then each failing expectation with example rows. With ``--docs``,
-Great Expectations Data Docs go to ``DIR/<scope>/<stream>/index.html``. Exits 1 if any
+Great Expectations Data Docs go to ``DIR/<scope>/<stream>/index.html``. Key-value tables are
+checked too (one line each: one live entry per key, versions increasing per key, keys in their
+hash partitions, key lengths), unless ``--stream`` names one stream. Exits 1 if any
 expectation fails on any stream, 2 if a stream named does not exist.
 """
 
@@ -63,7 +65,20 @@ def main(argv=None) -> int:
             index = result.to_html(os.path.join(args.docs, scope, stream))
             log.info("Data Docs of %s/%s: %s", scope, stream, index)
         failed += not result.success
-    print(f"validate: {len(names)} streams, {failed} with violations")
+    # key-value tables (not when one stream was named): one line each
+    scopes = [] if args.stream else [args.scope] if args.scope else sorted(r.scope for r in manager.list_scopes().collect())
+    kvts = [(s, r.key_value_table) for s in scopes for r in manager.list_key_value_tables(s).collect()]
+    for scope, kvt in kvts:
+        result = manager.validate_key_value_table(scope, kvt)
+        print(f"{'OK' if result.success else 'FAILED'} key-value table {scope}/{kvt}: {len(result.results)} "
+              f"expectations, {result.counts.get('entry', 0)} entries, {result.counts.get('tombstone', 0)} tombstones")
+        for r in result.failures:
+            print(f"  {r.expectation}: {r.details['unexpected_count']} of {r.details['element_count']} "
+                  f"entries: {r.details['description']}")
+        if args.docs:
+            log.info("Data Docs of %s/%s: %s", scope, kvt, result.to_html(os.path.join(args.docs, scope, kvt)))
+        failed += not result.success
+    print(f"validate: {len(names)} streams, {len(kvts)} key-value tables, {failed} with violations")
     return 1 if failed else 0
 
 

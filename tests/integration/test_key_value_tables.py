@@ -117,7 +117,6 @@ def test_keys_values_and_batches_at_pravega_limits(kvt, manager):
     assert MAX_BATCH_LENGTH == 16 * 1024 * 1024 - 1 - 8192
 
 
-@pytest.mark.connect
 def test_lifecycle_names_and_scope(manager):
     manager.create_scope("kv")
     longest = "k" * 250
@@ -289,3 +288,14 @@ def test_processes_on_different_partitions_never_retry(kvt, root, tmp_path):
     live = kvt.entries().collect()
     assert len(live) == 16 and all(bytes(r["value"]).startswith(b"w") for r in live)
     assert os.path.isdir(str(tmp_path / "b"))
+
+
+def test_router_matches_spark(spark):
+    from pravega_spark.kv_router import partition_column, xxhash64
+
+    keys = [bytes((i * 7 + j) % 256 for j in range(n)) for i, n in enumerate(list(range(0, 70)) + [255, 8192])]
+    df = spark.createDataFrame([(k,) for k in keys], "key binary")
+    got = df.select(F.xxhash64("key").alias("h"),
+                    partition_column("key", primary_key_length=3, partition_count=7).alias("p")).collect()
+    assert [r["h"] for r in got] == [xxhash64(k) for k in keys]
+    assert [r["p"] for r in got] == [partition_of(k[:3], 7) for k in keys]

@@ -117,6 +117,7 @@ def test_keys_values_and_batches_at_pravega_limits(kvt, manager):
     assert MAX_BATCH_LENGTH == 16 * 1024 * 1024 - 1 - 8192
 
 
+@pytest.mark.connect
 def test_lifecycle_names_and_scope(manager):
     manager.create_scope("kv")
     longest = "k" * 250

@@ -25,7 +25,8 @@ LOCAL_DEFAULTS = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.showConsoleProgress": "false",
-    "spark.driver.extraJavaOptions": "-Dderby.system.home=/tmp/derby",
+    "spark.driver.extraJavaOptions": "-Dderby.system.home=/tmp/derby "
+                                     f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}",
 }
 
 

@@ -194,7 +194,7 @@ class Appender:
         given: the tasks' order and each task's row order are then the order asked for)."""
         events = self.prepare(df, routing_key, event, order_by)
         names = [order_by] if isinstance(order_by, str) else list(order_by or [])
-        small = small_events(events, names)
+        small, events = small_events(events, names)
         if small is not None:
             return small
         return events.orderBy(*[F.col(c) for c in names], F.col("__seq")) if names else events
@@ -519,26 +519,33 @@ SMALL_WRITE_ROWS = 1000
 IN_MEMORY_LEAVES = ("LocalRelation", "LogicalRDD")
 
 
-def small_events(events: DataFrame, order_by: list[str]) -> list[tuple] | None:
+def small_events(events: DataFrame, order_by: list[str]) -> tuple[list[tuple] | None, DataFrame]:
     """``events`` (from ``_prepare``) as ``(routing_key, payload, key_position)`` in append order
     (``order_by``, then the DataFrame's own order), if it is at most ``SMALL_WRITE_ROWS`` rows of
     in-memory data; else None. One small Spark query computes the key positions (Spark's
     ``xxhash64``) of at most ``SMALL_WRITE_ROWS + 1`` rows; its plan does not change from one
-    write to the next, unlike a write's, whose tails are literals compiled into new code."""
+    write to the next, unlike a write's, whose tails are literals compiled into new code.
+
+    Also returns the events to write with Spark otherwise. Rows fed by Python workers (an RDD,
+    e.g. ``createDataFrame`` of a list) are first read whole into a local checkpoint: a limit
+    over them would stop the workers mid-stream (each then printed a ``BrokenPipeError``
+    traceback), and the write reads the checkpoint instead of running them again."""
     names = _delta.plan_leaves(events)
     if not names or any(name not in IN_MEMORY_LEAVES for name in names):
-        return None
+        return None, events
+    if "LogicalRDD" in names:
+        events = events.localCheckpoint()
     rows = (events.select("routing_key", "event", key_position("routing_key").alias("__position"),
                           *order_by, "__seq")
             .limit(SMALL_WRITE_ROWS + 1).collect())
     if len(rows) > SMALL_WRITE_ROWS:
-        return None
+        return None, events
 
     def order(row) -> tuple:  # ascending, nulls first: Spark's default sort order
         return (*((row[c] is not None, row[c]) for c in order_by), row["__seq"])
 
     return [(r["routing_key"], None if r["event"] is None else bytes(r["event"]), r["__position"])
-            for r in sorted(rows, key=order)]
+            for r in sorted(rows, key=order)], events
 
 
 def check_event(payload: bytes | None) -> None:

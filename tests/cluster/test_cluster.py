@@ -50,5 +50,6 @@ def test_demo_pipeline_takes_a_local_cluster_master_from_spark_defaults_and_ship
     out = done.stdout + done.stderr
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     assert "RESULT: OK" in done.stdout
+    assert "Traceback" not in out, out[-5000:]  # a healthy run prints no traceback
     assert "(master=local-cluster[2,1,1024])" in out
     assert "2 of 2 executor slots could not import the package; shipped it with addPyFile" in out

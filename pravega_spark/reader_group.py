@@ -52,7 +52,7 @@ from .large_events import assemble_large_events
 from .reader_group_config import ReaderGroupConfig, StreamDataRetention
 from .reader_group_sink import ReaderGroupSink
 from .reader_group_state import ReaderGroupState, SegmentRef
-from .segments import predecessors, successors_with_predecessors
+from .segments import predecessors, short_segment_name, successors_with_predecessors
 from .stream_cut import StreamCut
 
 log = logging.getLogger("pravega_spark")
@@ -358,6 +358,37 @@ class ReaderGroup:
             if cut.positions:
                 total += self._controller.size_between(scope, name, cut, end)
         return total
+
+    def segment_lag(self) -> list[dict]:
+        """Each segment the group reads: ``reader`` (``unassigned`` if no reader holds it),
+        ``stream``, ``segment`` (its short name), ``position`` and ``unread`` bytes (to its
+        sealed size, or to the stream's tail)."""
+        state = self._state()
+        members = self._members(state)
+        ends: dict[str, dict[int, int]] = {}
+        for stream in self.config.scoped_streams:
+            scope, name = stream.split("/")
+            lengths = dict(self._controller.tail_stream_cut(scope, name).positions)
+            for r in self._controller.segment_records(scope, name):
+                if r.sealed_size is not None:
+                    lengths[r.segment_id] = r.sealed_size
+            ends[stream] = lengths
+        rows = []
+        held = [(reader, ref, max(off, members.get(reader, ({}, 0))[0].get(ref, off)))
+                for reader, refs in state.assigned.items() for ref, off in refs.items()]
+        held += [("unassigned", ref, off) for ref, off in state.unassigned.items()]
+        for reader, ref, position in held:
+            end = ends.get(ref.stream, {}).get(ref.segment_id, position)
+            rows.append({"reader": reader, "stream": ref.stream, "segment": short_segment_name(ref.segment_id),
+                         "position": int(position), "unread": max(0, int(end) - int(position))})
+        return sorted(rows, key=lambda r: (r["reader"], r["stream"], r["segment"]))
+
+    def plot(self, path: str | None = None):
+        """A picture of the group's segments per reader, each bar stacked by segment with its
+        unread bytes (a matplotlib ``Figure``; a PNG at ``path`` if given)."""
+        from . import plots
+
+        return plots.save(plots.reader_group_figure(self.scoped_name, self.segment_lag()), path)
 
     def update_retention_stream_cut(self, cuts: Mapping[str, StreamCut]) -> None:
         """Publish how far the group has consumed, for retention (Pravega's

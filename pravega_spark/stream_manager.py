@@ -26,6 +26,7 @@ from . import (
     key_value_table,
     large_events,
     maintenance,
+    pictures,
     reader_group_manager,
     retention_service,
     streaming,
@@ -555,6 +556,20 @@ class StreamManager:
         """The scope's reader groups: ``scope, reader_group, configuration, generation,
         creation_time, update_time``."""
         return reader_group_manager.list_reader_groups(self._controller, scope)
+
+    # ---- pictures ----------------------------------------------------------------------------
+    def plot_epochs(self, scope: str, stream: str, path: str | None = None):
+        """A picture of the stream's key space over time: segments as boxes over their key
+        ranges from creation to seal (labelled with their names and sealed sizes), scales, and
+        the head and tail cuts. Returns a matplotlib ``Figure`` (shown inline by ``display``);
+        writes a PNG at ``path`` if given."""
+        return pictures.plot_epochs(self._controller, scope, stream, path)
+
+    def plot_retention(self, scope: str, stream: str, path: str | None = None):
+        """A picture of the stream's retention: the retention set's records over time, the
+        truncation point, the subscribers' cuts and the stream's size (bytes from its start).
+        Returns a matplotlib ``Figure``; writes a PNG at ``path`` if given."""
+        return pictures.plot_retention(self._controller, scope, stream, path)
 
     # ---- key-value tables --------------------------------------------------------------------
     def create_key_value_table(self, scope: str, kvt: str, config: KeyValueTableConfiguration) -> bool:

@@ -20,9 +20,9 @@ fi
 
 stamp="$VENV/.installed-$(cat setup.cfg pyproject.toml | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
-  echo "[setup] installing pravega-spark with extras spark,quality,test"
+  echo "[setup] installing pravega-spark with extras spark,quality,plots,test"
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e ".[spark,quality,test]"
+  "$VENV/bin/python" -m pip install -q -e ".[spark,quality,plots,test]"
   rm -f "$VENV"/.installed-*
   touch "$stamp"
 else

@@ -1,0 +1,44 @@
+"""What the pictures show, gathered from a store (``plots`` draws them): a stream's segments and
+cuts, its retention facts, a reader group's segments with their unread bytes."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from . import plots
+from .config import ScaleType
+from .controller import Controller
+from .errors import PravegaSparkError
+from .stream_cut import StreamCut
+
+
+def plot_epochs(controller: Controller, scope: str, stream: str, path: str | None = None):
+    """``plots.epochs_figure`` of the stream (see ``StreamManager.plot_epochs``)."""
+    record = controller.settled(scope, stream)
+    records = controller.segment_records(scope, stream)
+    head, tail = controller.head(record, records), controller.tail(record, records)
+    auto = record.configuration.scaling_policy.scale_type != ScaleType.FIXED_NUM_SEGMENTS
+    figure = plots.epochs_figure(f"{scope}/{stream}", records, head, tail, now=datetime.now(timezone.utc),
+                                 auto_scaled=auto)
+    return plots.save(figure, path)
+
+
+def plot_retention(controller: Controller, scope: str, stream: str, path: str | None = None):
+    """``plots.retention_figure`` of the stream (see ``StreamManager.plot_retention``)."""
+    record = controller.settled(scope, stream)
+    records = controller.segment_records(scope, stream)
+    head, tail = controller.head(record, records), controller.tail(record, records)
+    truncated = controller.truncation(record, records).size_till
+    store = controller.store
+    subscribers = {}
+    for row in store.subscriber_rows(scope, stream):
+        cut = StreamCut(f"{scope}/{stream}", {int(e["segment_id"]): int(e["offset"]) for e in row["stream_cut"]})
+        try:
+            subscribers[row["subscriber"]] = truncated + controller.size_between(scope, stream, head, cut)
+        except PravegaSparkError:  # a cut behind the head (truncated since): at the head
+            subscribers[row["subscriber"]] = truncated
+    retention = [(r.recording_time, r.recording_size) for r in store.retention_records(scope, stream)]
+    size = truncated + controller.size_between(scope, stream, head, tail)
+    figure = plots.retention_figure(f"{scope}/{stream}", retention, truncated, subscribers, size,
+                                    datetime.now(timezone.utc))
+    return plots.save(figure, path)

@@ -1,0 +1,90 @@
+"""The operator's CLI as a subprocess against a real store (exit codes, ``--json``, one-line
+errors, ``--yes``), and the pictures' artists matching the stream (boxes per segment, labels,
+cut lines): not pixels."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from matplotlib.collections import PatchCollection
+
+import pravega_spark as ps
+from pravega_spark import plots
+from pravega_spark.segments import SegmentRecord, short_segment_name
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def artists(figure, gid: str) -> list:
+    return [a for ax in figure.axes for a in ax.get_children() if a.get_gid() == gid]
+
+
+def test_epoch_and_retention_pictures_match_the_stream(manager, stream2, spark, tmp_path):
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream, "w")
+    writer.write_events(spark.createDataFrame([(f"k{i}", "e" * 50) for i in range(40)], "routing_key string, event string"))
+    manager.scale_stream(scope, stream, [0], [(0.0, 0.25), (0.25, 0.5)])
+    manager.add_subscriber(scope, stream, "billing", 1)
+    figure = manager.plot_epochs(scope, stream, path=str(tmp_path / "epochs.png"))
+    [boxes] = artists(figure, "segments")
+    assert isinstance(boxes, PatchCollection) and len(boxes.get_paths()) == 4
+    labels = sorted(t.get_text().split("\n")[0] for t in artists(figure, "segment_label"))
+    assert labels == sorted(short_segment_name(s) for s in (0, 1, (1 << 32) | 2, (1 << 32) | 3))
+    sealed = [t.get_text() for t in artists(figure, "segment_label") if t.get_text().startswith("0.#")]
+    assert sealed[0].endswith("B")  # the sealed segment shows its size
+    assert len(artists(figure, "head")) == 1 and len(artists(figure, "tail")) == 1
+    tail_line = artists(figure, "tail")[0]
+    assert len(tail_line.get_xdata()) == 2 * 3  # one vertical stroke per segment of the tail cut
+    assert len(artists(figure, "scale")) == 1
+    assert (tmp_path / "epochs.png").stat().st_size > 10_000
+    retention = manager.plot_retention(scope, stream, path=str(tmp_path / "retention.png"))
+    assert len(artists(retention, "subscriber")) == 1 and len(artists(retention, "size")) == 1
+    assert (tmp_path / "retention.png").is_file()
+
+
+def test_a_500_epoch_picture_is_drawn_with_one_collection():
+    from datetime import datetime, timedelta
+
+    start = datetime(2026, 1, 1)
+    records = [SegmentRecord((e << 32) | e, 0.0, 1.0, start + timedelta(minutes=e), e + 1 if e < 499 else None,
+                             100 if e < 499 else None) for e in range(500)]
+    figure = plots.epochs_figure("s/t", records)
+    [boxes] = artists(figure, "segments")
+    assert len(boxes.get_paths()) == 500 and not artists(figure, "segment_label")  # too many to label
+
+
+def cli(*args: str, root: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRAVEGA_SPARK_", "SPARK_"))}
+    return subprocess.run([sys.executable, "-m", "pravega_spark.cli", "--root", root, *args], cwd=REPO,
+                          env=dict(env, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_cli_commands_exit_codes_and_one_line_errors(manager, stream2, root, tmp_path):
+    scope, stream = stream2
+    name = f"{scope}/{stream}"
+    done = cli("--json", "describe", name, root=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    described = json.loads(done.stdout)
+    assert described["stream"] == name and described["state"] == "ACTIVE" and len(described["segments"]) == 2
+    assert done.stderr.strip() == ""  # Spark's start-up output stays hidden
+    # bad input: one line naming the error, exit code 2, nothing changed
+    for args, error in ((["describe", "bad name/x"], "InvalidNameError"),
+                        (["describe", f"{scope}/missing"], "StreamNotFoundError"),
+                        (["truncate", name, "--cut", "not-a-cut", "--yes"], "InvalidStreamCutError"),
+                        (["truncate", name, "--at", "2020-01-01T00:00:00"], "--yes"),
+                        (["delete", name], "--yes")):
+        done = cli(*args, root=root)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and error in lines[0], (args, done.stderr[-2000:])
+    assert manager.stream_info(scope, stream).state == "ACTIVE"
+    done = cli("--json", "plot", name, "--out", str(tmp_path / "out"), root=root)
+    assert done.returncode == 0 and len(json.loads(done.stdout)["files"]) == 2
+    assert sorted(os.listdir(tmp_path / "out")) == [f"{scope}.{stream}.epochs.png", f"{scope}.{stream}.retention.png"]
+    done = cli("validate", name, root=root)
+    assert done.returncode == 0 and done.stdout.startswith(f"OK {name}")

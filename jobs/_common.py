@@ -37,3 +37,52 @@ def stream_names(manager, scope: str | None, stream: str | None) -> list[tuple[s
         return [(scope, stream)]
     scopes = [scope] if scope else sorted(r.scope for r in manager.list_scopes().collect())
     return [(s, r.stream) for s in scopes for r in manager.list_streams(s).orderBy("stream").collect()]
+
+
+class Progress:
+    """A job's walk over a store's streams: one line per stream with its outcome (stdout), and on
+    a terminal a progress bar under them (stderr); ``summary`` ends the walk with one line.
+
+    Example:
+        >>> p = Progress("compact", 2, tty=False)
+        >>> p.step("demo/a", "3 files merged")
+        [1/2] demo/a: 3 files merged
+    """
+
+    WIDTH = 30
+
+    def __init__(self, what: str, total: int, tty: bool | None = None) -> None:
+        import sys
+
+        self.what, self.total, self.done, self.failures = what, total, 0, 0
+        self.tty = sys.stderr.isatty() if tty is None else tty
+        self._draw()
+
+    def _draw(self) -> None:
+        if self.tty and self.total:
+            import sys
+
+            filled = self.WIDTH * self.done // self.total
+            sys.stderr.write(f"\r\033[K{self.what} [{'#' * filled}{'.' * (self.WIDTH - filled)}] "
+                             f"{self.done}/{self.total}")
+            sys.stderr.flush()
+
+    def step(self, name: str, outcome: str, failed: bool = False) -> None:
+        """Record one stream's outcome (a failure counts in the summary)."""
+        import sys
+
+        self.done += 1
+        self.failures += failed
+        if self.tty:
+            sys.stderr.write("\r\033[K")
+        print(f"[{self.done}/{self.total}] {name}: {outcome}", flush=True)
+        self._draw()
+
+    def summary(self, line: str) -> None:
+        """The walk's last line: ``line`` plus the streams done and the failures."""
+        import sys
+
+        if self.tty:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+        print(f"{line}; {self.done} of {self.total} streams done, {self.failures} failures", flush=True)

@@ -24,7 +24,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pravega_spark as ps
-from jobs._common import load_conf, parse_now, setup_logging
+from jobs._common import Progress, stream_names, load_conf, parse_now, setup_logging
 
 
 def parse_args(argv):
@@ -46,17 +46,29 @@ def main(argv=None) -> int:
     conf = load_conf("autoscale", args.conf)
     spark = ps.spark_session()
     manager = ps.StreamManager(spark, args.root)
-    outcomes = manager.run_autoscale(args.scope, args.stream, parse_now(args.now), bucket=args.bucket,
-                                     buckets=args.buckets or conf.get("buckets", 1),
-                                     cooldown=timedelta(seconds=conf.get("cooldown_seconds", 600)),
-                                     mute=timedelta(seconds=conf.get("mute_seconds", 600)))
-    for o in outcomes:
-        hot = max(o.rates.items(), key=lambda kv: kv[1].r2, default=None)
-        log.info("%s/%s: %d open segments, busiest %s; %r", o.scope, o.stream, len(o.rates),
-                 f"{hot[0]} ({hot[1]})" if hot else "none", o)
-    print(f"autoscale: {len(outcomes)} streams by rate, {sum(len(o.scaled) for o in outcomes)} scales, "
-          f"{sum(len(o.skipped) for o in outcomes)} skipped")
-    return 0
+    names = stream_names(manager, args.scope, args.stream)
+    progress = Progress("autoscale", len(names))
+    outcomes = []
+    for scope, stream in names:
+        try:
+            found = manager.run_autoscale(scope, stream, parse_now(args.now), bucket=args.bucket,
+                                          buckets=args.buckets or conf.get("buckets", 1),
+                                          cooldown=timedelta(seconds=conf.get("cooldown_seconds", 600)),
+                                          mute=timedelta(seconds=conf.get("mute_seconds", 600)))
+        except ps.PravegaSparkError as exc:
+            progress.step(f"{scope}/{stream}", f"FAILED: {type(exc).__name__}: {exc}", failed=True)
+            continue
+        outcomes += found
+        if not found:
+            progress.step(f"{scope}/{stream}", "not scaled by rate (or another bucket's)")
+        for o in found:
+            hot = max(o.rates.items(), key=lambda kv: kv[1].r2, default=None)
+            progress.step(f"{o.scope}/{o.stream}", f"{len(o.rates)} open segments, busiest "
+                          f"{f'{hot[0]} ({hot[1]})' if hot else 'none'}; {o!r}")
+    progress.summary(f"autoscale: {len(outcomes)} streams by rate, {sum(len(o.scaled) for o in outcomes)} scales, "
+                     f"{sum(len(o.skipped) for o in outcomes)} skipped")
+    log.debug("autoscale job done")
+    return 1 if progress.failures else 0
 
 
 if __name__ == "__main__":

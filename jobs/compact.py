@@ -22,7 +22,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pravega_spark as ps
-from jobs._common import setup_logging, stream_names
+from jobs._common import Progress, setup_logging, stream_names
 
 
 def parse_args(argv):
@@ -44,14 +44,21 @@ def main(argv=None) -> int:
     setup_logging(args.verbose)
     manager = ps.StreamManager(ps.spark_session(), args.root)
     names = stream_names(manager, args.scope, args.stream)
+    progress = Progress("compact", len(names))
+    rewritten = 0
     for scope, stream in names:
-        result = manager.compact(scope, stream, target_file_size=args.target_file_size)
-        print(f"COMPACTED {scope}/{stream}: version {result.version}, {result.runs} runs, "
-              f"{result.files_removed} files -> {result.files_added}, {result.bytes_rewritten} bytes rewritten")
-        if args.vacuum_hours is not None:
-            manager.vacuum(scope, stream, retention=timedelta(hours=args.vacuum_hours))
-    print(f"compact: {len(names)} streams")
-    return 0
+        try:
+            result = manager.compact(scope, stream, target_file_size=args.target_file_size)
+            if args.vacuum_hours is not None:
+                manager.vacuum(scope, stream, retention=timedelta(hours=args.vacuum_hours))
+        except ps.PravegaSparkError as exc:
+            progress.step(f"{scope}/{stream}", f"FAILED: {type(exc).__name__}: {exc}", failed=True)
+            continue
+        rewritten += result.bytes_rewritten
+        progress.step(f"{scope}/{stream}", f"COMPACTED version {result.version}, {result.runs} runs, "
+                      f"{result.files_removed} files -> {result.files_added}, {result.bytes_rewritten} bytes rewritten")
+    progress.summary(f"compact: {len(names)} streams, {rewritten:,} bytes rewritten")
+    return 1 if progress.failures else 0
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pravega_spark as ps
-from jobs._common import load_conf, parse_now, setup_logging
+from jobs._common import Progress, stream_names, load_conf, parse_now, setup_logging
 
 
 def parse_args(argv):
@@ -50,23 +50,35 @@ def main(argv=None) -> int:
     buckets = args.buckets or conf.get("buckets", 1)
     spark = ps.spark_session()
     manager = ps.StreamManager(spark, args.root)
-    outcomes = manager.run_retention(args.scope, args.stream, parse_now(args.now), frequency,
-                                     bucket=args.bucket, buckets=buckets)
-    for o in outcomes:
-        if o.truncated_at is not None:
-            log.info("%s/%s: truncated at %s: %d bytes, segments deleted %s", o.scope, o.stream,
-                     o.truncated_at.as_text(), o.bytes_truncated, list(o.segments_deleted))
-        else:
-            log.info("%s/%s: nothing to truncate%s", o.scope, o.stream,
-                     " (recorded a retention cut)" if o.recorded else "")
-    if args.vacuum or conf.get("vacuum"):
-        hours = conf.get("vacuum_retention_hours")
-        for o in outcomes:
-            manager.vacuum(o.scope, o.stream, None if hours is None else timedelta(hours=hours))
-    print(f"retention: {len(outcomes)} streams with a policy, "
-          f"{sum(o.truncated_at is not None for o in outcomes)} truncated, "
-          f"{sum(o.bytes_truncated for o in outcomes):,} bytes truncated")
-    return 0
+    names = stream_names(manager, args.scope, args.stream)
+    progress = Progress("retention", len(names))
+    outcomes = []
+    hours = conf.get("vacuum_retention_hours")
+    for scope, stream in names:
+        try:
+            found = manager.run_retention(scope, stream, parse_now(args.now), frequency, bucket=args.bucket,
+                                          buckets=buckets)
+            for o in found:
+                if args.vacuum or conf.get("vacuum"):
+                    manager.vacuum(o.scope, o.stream, None if hours is None else timedelta(hours=hours))
+        except ps.PravegaSparkError as exc:
+            progress.step(f"{scope}/{stream}", f"FAILED: {type(exc).__name__}: {exc}", failed=True)
+            continue
+        outcomes += found
+        if not found:
+            progress.step(f"{scope}/{stream}", "no retention to apply (no policy, sealed, or another bucket's)")
+        for o in found:
+            if o.truncated_at is not None:
+                progress.step(f"{o.scope}/{o.stream}", f"truncated at {o.truncated_at.as_text()}: "
+                              f"{o.bytes_truncated:,} bytes, segments deleted {list(o.segments_deleted)}")
+            else:
+                progress.step(f"{o.scope}/{o.stream}", "nothing to truncate"
+                              + (" (recorded a retention cut)" if o.recorded else ""))
+    progress.summary(f"retention: {len(outcomes)} streams with a policy, "
+                     f"{sum(o.truncated_at is not None for o in outcomes)} truncated, "
+                     f"{sum(o.bytes_truncated for o in outcomes):,} bytes truncated")
+    log.debug("retention job done")
+    return 1 if progress.failures else 0
 
 
 if __name__ == "__main__":

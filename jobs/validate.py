@@ -6,7 +6,7 @@
 Runs ``StreamManager.validate_stream`` (Great Expectations suites: key-space coverage of every
 epoch, contiguous unique offsets with Pravega's framing, nothing beyond a seal or below the head,
 complete large events, hidden staged data, head/tail/subscriber/retention/watermark cuts) and
-prints one line per stream, then each failing expectation with example rows. With ``--docs``,
+prints one line per stream (with a progress bar on a terminal), then each failing expectation with example rows. With ``--docs``,
 Great Expectations Data Docs go to ``DIR/<scope>/<stream>/index.html``. Key-value tables are
 checked too (one line each: one live entry per key, versions increasing per key, keys in their
 hash partitions, key lengths), unless ``--stream`` names one stream. Exits 1 if any
@@ -24,7 +24,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pravega_spark as ps
-from jobs._common import setup_logging, stream_names
+from jobs._common import Progress, setup_logging, stream_names
 
 
 def parse_args(argv):
@@ -45,17 +45,22 @@ def main(argv=None) -> int:
     log = setup_logging(args.verbose)
     manager = ps.StreamManager(ps.spark_session(), args.root)
     names = stream_names(manager, args.scope, args.stream)
+    # key-value tables too (not when one stream was named)
+    scopes = [] if args.stream else [args.scope] if args.scope else sorted(r.scope for r in manager.list_scopes().collect())
+    kvts = [(s, r.key_value_table) for s in scopes for r in manager.list_key_value_tables(s).collect()]
+    progress = Progress("validate", len(names) + len(kvts))
     failed = 0
     for scope, stream in names:
         try:
             result = manager.validate_stream(scope, stream)
         except ps.StreamNotFoundError as exc:
-            print(f"MISSING {scope}/{stream}: {exc}")
+            progress.step(f"{scope}/{stream}", f"MISSING: {exc}", failed=True)
             return 2
         c = result.counts
-        print(f"{'OK' if result.success else 'FAILED'} {scope}/{stream}: {len(result.results)} expectations, "
-              f"{c.get('epochs', 0)} epochs, {c.get('segment', 0)} segments, {c.get('event', 0)} event rows, "
-              f"{c.get('chunk', 0)} chunk rows, {c.get('staged', 0)} staged rows")
+        progress.step(f"{scope}/{stream}", f"{'OK' if result.success else 'FAILED'}: {len(result.results)} "
+                      f"expectations, {c.get('epochs', 0)} epochs, {c.get('segment', 0)} segments, "
+                      f"{c.get('event', 0)} event rows, {c.get('chunk', 0)} chunk rows, {c.get('staged', 0)} staged rows",
+                      failed=not result.success)
         for r in result.failures:
             print(f"  {r.expectation}: {r.details['unexpected_count']} of {r.details['element_count']} "
                   f"{r.details['table']} rows: {r.details['description']}")
@@ -65,20 +70,18 @@ def main(argv=None) -> int:
             index = result.to_html(os.path.join(args.docs, scope, stream))
             log.info("Data Docs of %s/%s: %s", scope, stream, index)
         failed += not result.success
-    # key-value tables (not when one stream was named): one line each
-    scopes = [] if args.stream else [args.scope] if args.scope else sorted(r.scope for r in manager.list_scopes().collect())
-    kvts = [(s, r.key_value_table) for s in scopes for r in manager.list_key_value_tables(s).collect()]
     for scope, kvt in kvts:
         result = manager.validate_key_value_table(scope, kvt)
-        print(f"{'OK' if result.success else 'FAILED'} key-value table {scope}/{kvt}: {len(result.results)} "
-              f"expectations, {result.counts.get('entry', 0)} entries, {result.counts.get('tombstone', 0)} tombstones")
+        progress.step(f"key-value table {scope}/{kvt}", f"{'OK' if result.success else 'FAILED'}: "
+                      f"{len(result.results)} expectations, {result.counts.get('entry', 0)} entries, "
+                      f"{result.counts.get('tombstone', 0)} tombstones", failed=not result.success)
         for r in result.failures:
             print(f"  {r.expectation}: {r.details['unexpected_count']} of {r.details['element_count']} "
                   f"entries: {r.details['description']}")
         if args.docs:
             log.info("Data Docs of %s/%s: %s", scope, kvt, result.to_html(os.path.join(args.docs, scope, kvt)))
         failed += not result.success
-    print(f"validate: {len(names)} streams, {len(kvts)} key-value tables, {failed} with violations")
+    progress.summary(f"validate: {len(names)} streams, {len(kvts)} key-value tables, {failed} with violations")
     return 1 if failed else 0
 
 

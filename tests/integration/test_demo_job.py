@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from jobs import compact as compact_job
 from jobs import demo_pipeline
+from jobs import vacuum as vacuum_job
 from jobs import validate as validate_job
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,15 +35,21 @@ def test_demo_pipeline_main_with_default_arguments_then_the_validation_job(spark
     # the validation job on the demo's store, as an operator runs it (relative paths)
     assert validate_job.main(["--root", "store/demo", "--docs", "docs"]) == 0
     out = capsys.readouterr().out
-    assert "OK demo/telemetry: 19 expectations" in out and "validate: 1 streams, 0 key-value tables, 0 with violations" in out
+    assert "[1/1] demo/telemetry: OK: 19 expectations" in out and "validate: 1 streams, 0 key-value tables, 0 with violations" in out
     assert (tmp_path / "docs" / "demo" / "telemetry" / "index.html").is_file()
 
     # the compaction job merges the demo's small files; every offset stays where it was
     before = sorted((r.segment_id, r.offset) for r in demo_pipeline_rows(spark))
     assert compact_job.main(["--root", "store/demo"]) == 0
     out = capsys.readouterr().out
-    assert "COMPACTED demo/telemetry: version " in out and "compact: 1 streams" in out
+    assert "[1/1] demo/telemetry: COMPACTED version " in out and "compact: 1 streams" in out
     assert sorted((r.segment_id, r.offset) for r in demo_pipeline_rows(spark)) == before
+    assert "1 of 1 streams done, 0 failures" in out  # each job walking the store ends with a summary
+
+    # the vacuum job: one line per stream, then the summary
+    assert vacuum_job.main(["--root", "store/demo"]) == 0
+    out = capsys.readouterr().out
+    assert "[1/1] demo/telemetry: VACUUMED " in out and "1 of 1 streams done, 0 failures" in out
     assert validate_job.main(["--root", "store/demo"]) == 0
     capsys.readouterr()
 
@@ -67,7 +74,7 @@ def test_demo_pipeline_main_with_default_arguments_then_the_validation_job(spark
     row.write.format("delta").mode("append").save(str(events))
     assert validate_job.main(["--root", "store/demo", "--scope", "demo", "--stream", "telemetry"]) == 1
     out = capsys.readouterr().out
-    assert "FAILED demo/telemetry" in out and "  offsets_unique: 1 of " in out
+    assert "[1/1] demo/telemetry: FAILED: " in out and "  offsets_unique: 1 of " in out
     assert validate_job.main(["--root", "store/demo", "--scope", "demo", "--stream", "nope"]) == 2
 
 

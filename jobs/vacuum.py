@@ -1,0 +1,59 @@
+"""VACUUM job: remove the files Delta no longer references from every stream's tables.
+
+    python jobs/vacuum.py --root DIR [--scope S [--stream T]] [--retention-hours H]
+
+Runs ``StreamManager.vacuum`` per stream (staged transaction data and large events' chunks are
+kept: see its docstring): one line per stream with the tables vacuumed, a progress bar on a
+terminal, and a summary. ``--retention-hours`` below the tables' own retention breaks readers of
+older table versions (time travel). Exits 1 if a stream failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pravega_spark as ps
+from jobs._common import Progress, setup_logging, stream_names
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", required=True, help="store root (any Hadoop path)")
+    parser.add_argument("--scope", default=None, help="only this scope")
+    parser.add_argument("--stream", default=None, help="only this stream (needs --scope)")
+    parser.add_argument("--retention-hours", type=float, default=None, help="default: the tables' own")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    if args.stream and not args.scope:
+        parser.error("--stream needs --scope")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    setup_logging(args.verbose)
+    manager = ps.StreamManager(ps.spark_session(), args.root)
+    names = stream_names(manager, args.scope, args.stream)
+    retention = None if args.retention_hours is None else timedelta(hours=args.retention_hours)
+    progress = Progress("vacuum", len(names))
+    tables = 0
+    for scope, stream in names:
+        try:
+            done = manager.vacuum(scope, stream, retention)
+        except ps.PravegaSparkError as exc:
+            progress.step(f"{scope}/{stream}", f"FAILED: {type(exc).__name__}: {exc}", failed=True)
+            continue
+        tables += len(done)
+        progress.step(f"{scope}/{stream}", f"VACUUMED {len(done)} tables")
+    progress.summary(f"vacuum: {tables} tables")
+    return 1 if progress.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

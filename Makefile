@@ -1,13 +1,17 @@
 # The two commands of the README. Both run the idempotent set-up first.
 PY := .venv/bin/python
 
-.PHONY: setup demo test test-fast test-unit test-cluster test-s3 test-connect lint bench
+.PHONY: setup demo pictures test test-fast test-unit test-cluster test-s3 test-connect lint bench
 
 setup:
 	@bash scripts/setup.sh
 
 demo: setup
 	$(PY) jobs/demo_pipeline.py $(ARGS)
+
+# the README's pictures, drawn from the demo's store (run `make demo` first)
+pictures: setup
+	.venv/bin/pravega-spark --root store/demo plot demo/telemetry --out docs/images
 
 # the local suite (tests marked `cluster` run in the cluster tier instead), then the cluster,
 # Spark Connect and object-store tiers, each in its own pytest invocation (scripts/test_tiers.sh)

@@ -88,3 +88,18 @@ def test_cli_commands_exit_codes_and_one_line_errors(manager, stream2, root, tmp
     assert sorted(os.listdir(tmp_path / "out")) == [f"{scope}.{stream}.epochs.png", f"{scope}.{stream}.retention.png"]
     done = cli("validate", name, root=root)
     assert done.returncode == 0 and done.stdout.startswith(f"OK {name}")
+    # listings, cuts, groups, then the commands that change the stream
+    assert [r["scope"] for r in json.loads(cli("--json", "scopes", root=root).stdout)["scopes"]] == [scope]
+    assert json.loads(cli("--json", "streams", scope, root=root).stdout)["streams"] == [
+        {"scope": scope, "stream": stream, "state": "ACTIVE"}]
+    cuts = json.loads(cli("--json", "cuts", name, root=root).stdout)
+    assert ps.StreamCut.from_text(cuts["tail"]["text"]) == manager.tail_stream_cut(scope, stream)
+    manager.create_reader_group(scope, "g", ps.ReaderGroupConfig({name: "earliest"}))
+    rows = json.loads(cli("--json", "groups", scope, root=root).stdout)["segments"]
+    assert {(r["group"], r["reader"], r["unread"]) for r in rows} == {("g", "unassigned", 0)} and len(rows) == 2
+    done = cli("--json", "scale", name, "--seal", "0", "--ranges", "0-0.25,0.25-0.5", root=root)
+    assert done.returncode == 0 and json.loads(done.stdout)["epoch"] == 1
+    assert cli("seal", name, root=root).returncode == 0
+    manager.delete_reader_group(scope, "g")
+    done = cli("delete", name, "--yes", root=root)
+    assert done.returncode == 0 and not manager.check_stream_exists(scope, stream)

@@ -86,3 +86,23 @@ class Progress:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
         print(f"{line}; {self.done} of {self.total} streams done, {self.failures} failures", flush=True)
+
+
+def store_walk_parser(doc: str):
+    """The arguments of a job walking a store's streams: ``--root``, ``--scope``, ``--stream``
+    (needs ``--scope``) and ``-v``; add the job's own, then ``parse_store_walk``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--root", required=True, help="store root (any Hadoop path)")
+    parser.add_argument("--scope", default=None, help="only this scope")
+    parser.add_argument("--stream", default=None, help="only this stream (needs --scope)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return parser
+
+
+def parse_store_walk(parser, argv):
+    args = parser.parse_args(argv)
+    if args.stream and not args.scope:
+        parser.error("--stream needs --scope")
+    return args

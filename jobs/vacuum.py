@@ -10,7 +10,6 @@ older table versions (time travel). Exits 1 if a stream failed.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -19,20 +18,13 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pravega_spark as ps
-from jobs._common import Progress, setup_logging, stream_names
+from jobs._common import Progress, parse_store_walk, store_walk_parser, setup_logging, stream_names
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", required=True, help="store root (any Hadoop path)")
-    parser.add_argument("--scope", default=None, help="only this scope")
-    parser.add_argument("--stream", default=None, help="only this stream (needs --scope)")
+    parser = store_walk_parser(__doc__)
     parser.add_argument("--retention-hours", type=float, default=None, help="default: the tables' own")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    args = parser.parse_args(argv)
-    if args.stream and not args.scope:
-        parser.error("--stream needs --scope")
-    return args
+    return parse_store_walk(parser, argv)
 
 
 def main(argv=None) -> int:

@@ -1,11 +1,12 @@
 """What the pictures show, gathered from a store (``plots`` draws them): a stream's segments and
-cuts, its retention facts, a reader group's segments with their unread bytes."""
+cuts, and its retention facts (the retention set, the truncation, subscribers' cuts, reader groups'
+latest checkpoints, the size). A reader group draws itself (``ReaderGroup.plot``)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from . import plots
+from . import plots, reader_group_manager
 from .config import ScaleType
 from .controller import Controller
 from .errors import PravegaSparkError
@@ -37,8 +38,18 @@ def plot_retention(controller: Controller, scope: str, stream: str, path: str | 
             subscribers[row["subscriber"]] = truncated + controller.size_between(scope, stream, head, cut)
         except PravegaSparkError:  # a cut behind the head (truncated since): at the head
             subscribers[row["subscriber"]] = truncated
+    checkpoints = {}
+    name = f"{scope}/{stream}"
+    for row in store.reader_groups().select("scope", "reader_group").collect():
+        group = reader_group_manager.reader_group(controller, row["scope"], row["reader_group"])
+        latest = group.latest_checkpoint() if name in group.config.scoped_streams else None
+        if latest is not None and name in latest[1]:
+            try:
+                checkpoints[group.scoped_name] = truncated + controller.size_between(scope, stream, head, latest[1][name])
+            except PravegaSparkError:  # behind the head
+                checkpoints[group.scoped_name] = truncated
     retention = [(r.recording_time, r.recording_size) for r in store.retention_records(scope, stream)]
     size = truncated + controller.size_between(scope, stream, head, tail)
-    figure = plots.retention_figure(f"{scope}/{stream}", retention, truncated, subscribers, size,
-                                    datetime.now(timezone.utc))
+    figure = plots.retention_figure(name, retention, truncated, subscribers, size, datetime.now(timezone.utc),
+                                    checkpoints)
     return plots.save(figure, path)

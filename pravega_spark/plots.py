@@ -120,10 +120,11 @@ def epochs_figure(name: str, records: Sequence[SegmentRecord], head: StreamCut |
 
 
 def retention_figure(name: str, retention_set: Sequence[tuple[datetime, int]], truncated: int,
-                     subscribers: Mapping[str, int], size: int, now: datetime):
+                     subscribers: Mapping[str, int], size: int, now: datetime,
+                     checkpoints: Mapping[str, int] | None = None):
     """Retention over time: the retention set's records (time, bytes from the stream's start),
-    the truncation point (bytes truncated: the head), each subscriber's cut (bytes from the
-    start) and the stream's size (its tail, bytes from the start)."""
+    the truncation point (bytes truncated: the head), each subscriber's cut and each reader
+    group's latest checkpoint (bytes from the start) and the stream's size (its tail)."""
     import matplotlib.dates as mdates
 
     figure = _figure(10, 4.5)
@@ -137,6 +138,10 @@ def retention_figure(name: str, retention_set: Sequence[tuple[datetime, int]], t
     for sub, s in sorted(subscribers.items()):
         ax.axhline(s, color="#edae49", linestyle="-.", linewidth=1, gid="subscriber")
         ax.text(mdates.date2num(now), s, f" {sub}", fontsize=7, va="bottom", ha="right", gid="subscriber_label")
+    for group, s in sorted((checkpoints or {}).items()):
+        ax.axhline(s, color="#8e5572", linestyle=":", linewidth=1, gid="checkpoint")
+        ax.text(mdates.date2num(now), s, f" {group} (checkpoint)", fontsize=7, va="top", ha="right",
+                gid="checkpoint_label")
     ax.axhline(size, color="#30638e", linewidth=1.5, label=f"tail: {_size(size)} written", gid="size")
     ax.plot([mdates.date2num(now)], [size], marker="s", color="#30638e")
     ax.xaxis_date()

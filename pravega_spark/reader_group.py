@@ -338,6 +338,11 @@ class ReaderGroup:
         done = self._state().completed_checkpoint(name)
         return None if done is None else self._cuts(done.positions)
 
+    def latest_checkpoint(self) -> tuple[str, dict[str, StreamCut]] | None:
+        """The newest completed checkpoint: its name and stream cuts (None if none is kept)."""
+        done = [c for c in self._state().checkpoints if c.complete]
+        return (done[-1].name, self._cuts(done[-1].positions)) if done else None
+
     def get_stream_cuts(self) -> dict[str, StreamCut]:
         """Each stream's cut at the readers' recorded positions and the unassigned segments'
         offsets. Readers record their positions when they commit and at least every

@@ -42,8 +42,18 @@ def test_epoch_and_retention_pictures_match_the_stream(manager, stream2, spark, 
     assert len(tail_line.get_xdata()) == 2 * 3  # one vertical stroke per segment of the tail cut
     assert len(artists(figure, "scale")) == 1
     assert (tmp_path / "epochs.png").stat().st_size > 10_000
+    manager.create_reader_group(scope, "dashboard", ps.ReaderGroupConfig({f"{scope}/{stream}": "earliest"}))
+    group = manager.reader_group(scope, "dashboard")
+    reader = group.create_reader("r1")
+    reader.read_next()
+    group.initiate_checkpoint("c1")
+    assert reader.read_next().checkpoint == "c1"
+    bars = group.plot()
+    assert len(artists(bars, "unread")) == len(group.segment_lag()) >= 1
     retention = manager.plot_retention(scope, stream, path=str(tmp_path / "retention.png"))
     assert len(artists(retention, "subscriber")) == 1 and len(artists(retention, "size")) == 1
+    assert len(artists(retention, "checkpoint")) == 1
+    assert [t.get_text() for t in artists(retention, "checkpoint_label")] == [f" {scope}/dashboard (checkpoint)"]
     assert (tmp_path / "retention.png").is_file()
 
 

@@ -218,7 +218,8 @@ class KeyValueTable:
         primary = check_batch(mods, self.config)
         segment = self._partition(primary)
         keys = [bytes(m.key) for m in mods]
-        hashes = sorted({key_hash(k) for k in keys})
+        wanted = set(keys)
+        hashes = sorted({key_hash(k) for k in wanted})
         self._check_exists()
         needs_current = any(not (isinstance(m, Put) and m.version is None) for m in mods)
 
@@ -229,7 +230,7 @@ class KeyValueTable:
             current: dict[bytes, Version] = {}
             if needs_current:
                 found = _newest((r for r in txn.lookup(KVT_PARTITION, segment, "key_hash", hashes)
-                                 if bytes(r["key"]) in set(keys)), segment)
+                                 if bytes(r["key"]) in wanted), segment)
                 current = {k: v for k, (v, value) in found.items() if value is not None}
             check_conditions(mods, current)
             stamp = top + 1
@@ -281,11 +282,12 @@ class KeyValueTable:
             by_segment.setdefault(self._partition(k[:self.config.primary_key_length]), []).append(k)
         found: dict[bytes, TableEntry] = {}
         read = 0
-        for segment, wanted in by_segment.items():
+        for segment, in_segment in by_segment.items():
+            wanted = set(in_segment)
             rows, files = _delta.lookup(self.spark, self.path, KVT_PARTITION, segment, "key_hash",
                                         sorted({key_hash(k) for k in wanted}))
             read = None if files is None or read is None else read + files
-            for k, (version, value) in _newest((r for r in rows if bytes(r["key"]) in set(wanted)), segment).items():
+            for k, (version, value) in _newest((r for r in rows if bytes(r["key"]) in wanted), segment).items():
                 if value is not None:
                     found[k] = TableEntry(k, value, version)
         self.files_read = read

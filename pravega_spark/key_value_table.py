@@ -379,21 +379,25 @@ class KeyValueTable:
             live = txn.frame().transform(filter_live)
             decided = with_decisions(source, live, config=self.config, stamps=stamps).localCheckpoint()
             applied = decided.where(F.col("error").isNull())
-            touched = sorted(int(r[0]) for r in applied.select(KVT_PARTITION).distinct().collect())
+            # one job over the decisions: rows per partition and outcome (what to fence, and the log)
+            counts = decided.groupBy(KVT_PARTITION, "error").count().collect()
+            touched = sorted({int(r[KVT_PARTITION]) for r in counts if r["error"] is None})
             if touched:
                 txn.track_partitions(KVT_PARTITION, touched)
                 txn.expect_tails(KVT_PARTITION, {p: stamps[p] - 1 for p in touched})
-                rows = applied.count()
+                rows = sum(int(r["count"]) for r in counts if r["error"] is None)
                 files = max(len(touched), -(-rows // ROWS_PER_FILE))
                 out = (applied.select(KVT_PARTITION, "key_hash", "key", "value", "version",
                                       F.lit(False).alias("removed"))
                        .repartitionByRange(files, KVT_PARTITION, "key_hash")
                        .sortWithinPartitions(KVT_PARTITION, "key_hash"))
                 txn.append_frame(out, (KVT_PARTITION,))
-            return decided
+            return decided, counts
 
-        decided = _delta.retrying(attempt, f"update_all {self.scope}/{self.name}")
-        outcome = {r["error"]: int(r["count"]) for r in decided.groupBy("error").count().collect()}
+        decided, counts = _delta.retrying(attempt, f"update_all {self.scope}/{self.name}")
+        outcome: dict[str | None, int] = {}
+        for r in counts:
+            outcome[r["error"]] = outcome.get(r["error"], 0) + int(r["count"])
         log.info("update_all %s/%s: %d applied, %s", self.scope, self.name, outcome.pop(None, 0),
                  ", ".join(f"{n} {k}" for k, n in sorted(outcome.items())) or "no failures")
         return decided.select("key", "version", "error")

@@ -283,6 +283,15 @@ def summarize(spark: SparkSession, path: str, column: str, values: Sequence[int]
     return {int(r[column]): PartitionSummary(int(r["end"]), r["low"], r["high"]) for r in rows}
 
 
+def lookup(spark: SparkSession, path: str, column: str, value: int, stat: str, wanted: Sequence[int],
+           at: int | None = None) -> list[dict]:
+    """The rows of partition ``column = value`` whose ``stat`` is one of ``wanted`` (one query)."""
+    df = read(spark, path, at)
+    names = df.columns
+    rows = df.where((F.col(column) == int(value)) & F.col(stat).isin([int(w) for w in wanted])).collect()
+    return [row_dict(r, names) for r in rows]
+
+
 # ---- the transaction ----------------------------------------------------------------------------
 @dataclass
 class FenceRead:
@@ -463,10 +472,7 @@ class ConnectTransaction:
     def lookup(self, column: str, value: int, stat: str, wanted: Sequence[int]) -> list[dict]:
         """The rows of partition ``column = value`` whose ``stat`` is one of ``wanted`` (one query;
         the commit's condition is set by ``maxima``)."""
-        df = read(self.spark, self.path)
-        names = df.columns
-        rows = df.where((F.col(column) == int(value)) & F.col(stat).isin([int(w) for w in wanted])).collect()
-        return [row_dict(r, names) for r in rows]
+        return lookup(self.spark, self.path, column, value, stat, wanted)
 
     def frame(self) -> DataFrame:
         """The table's latest version as a DataFrame."""

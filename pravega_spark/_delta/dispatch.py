@@ -156,12 +156,8 @@ def lookup(spark: SparkSession, path: str, column: str, value: int, stat: str, w
 
             files = might_hold(files, stat, wanted)
             return storage.read_rows_where(spark, path, files, stat, wanted), len(files)
-    from pyspark.sql import functions as F
-
-    df = read(spark, path, version)
-    names = df.columns
-    rows = df.where((F.col(column) == int(value)) & F.col(stat).isin([int(w) for w in wanted])).collect()
-    return [connect.row_dict(r, names) for r in rows], None
+    # Connect, a time-travel lookup, or no file list: one query (public API, either backend)
+    return connect.lookup(spark, path, column, value, stat, wanted, version), None
 
 
 def delete_matching(spark: SparkSession, path: str, source: DataFrame, on: list[str]) -> int:

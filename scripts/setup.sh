@@ -48,12 +48,10 @@ for coord in org.apache.hadoop:hadoop-aws:3.4.2 software.amazon.awssdk:bundle:2.
     mvn -B -q -Dstyle.color=never dependency:get -Dartifact="$coord" -Dtransitive=false -Dmaven.repo.local="$M2_REPO"
   fi
 done
-S3PROXY_CP=.local_s3/classpath
-if [ ! -s "$S3PROXY_CP" ] || [ ! -f "$(cut -d: -f1 "$S3PROXY_CP")" ]; then
-  echo "[setup] resolving the local S3 server (S3Proxy) into $M2_REPO"
-  mkdir -p .local_s3
-  mvn -B -q -Dstyle.color=never -f scripts/s3proxy/pom.xml dependency:build-classpath \
-    -Dmdep.outputFile="$PWD/$S3PROXY_CP" -Dmaven.repo.local="$M2_REPO" >/dev/null
+# the local S3 server's class path: resolved again whenever scripts/s3proxy/pom.xml changed
+s3proxy_classpath="$(scripts/local_s3.sh classpath)"  # a failed resolution stops set-up here
+if [ "$s3proxy_classpath" = resolved ]; then
+  echo "[setup] resolved the local S3 server (S3Proxy, scripts/s3proxy/pom.xml) into $M2_REPO"
 else
   echo "[setup] S3 connector and local S3 server present"
 fi

@@ -59,17 +59,22 @@ def join_group(manager: ps.StreamManager, args, log) -> tuple[ps.EventStreamRead
     if manager.create_reader_group(scope, args.group, config):
         log.info("created reader group %s/%s: %r", scope, args.group, config)
     group = manager.reader_group(scope, args.group)
-    sink = group.delta_sink(args.sink)
+    empty = manager.spark.createDataFrame([], group.batch_schema())
+    sink = group.delta_sink(args.sink, sink_rows(empty, args.reader, 0).schema)
     if args.reader in group.online_readers():
         group.reader_offline(args.reader)
         log.warning("reader %s was still online (a crashed run): offline where its sink's output ends", args.reader)
     return group.create_reader(args.reader), sink
 
 
+def sink_rows(events, reader_id: str, revision: int):
+    """What the sink holds of a batch: its events, the reader's id and the batch's revision."""
+    return events.withColumn("reader", F.lit(reader_id)).withColumn("revision", F.lit(revision))
+
+
 def write_batch(batch: ps.ReadBatch, reader_id: str, sink: ps.ReaderGroupSink) -> int:
     """One exactly-once commit of the batch's events and positions; the segments written."""
-    rows = batch.events.withColumn("reader", F.lit(reader_id)).withColumn("revision", F.lit(batch.revision))
-    return sink.write(batch, rows)
+    return sink.write(batch, sink_rows(batch.events, reader_id, batch.revision))
 
 
 def main(argv=None) -> int:

@@ -38,8 +38,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from . import _delta, reader, subscribers
+from ._failpoints import failpoint
 from ._store import utc_now
 from .controller import Controller
 from .errors import (
@@ -191,6 +194,7 @@ class ReaderGroup:
         ids = list(reader_ids) if not isinstance(reader_ids, str) else [reader_ids]
         if not ids or any(not isinstance(r, str) or not r for r in ids) or len(set(ids)) != len(ids):
             raise InvalidConfigError(f"reader ids are distinct non-empty strs, got {reader_ids!r}")
+        self._complete_take_overs(ids)
         incarnations = {r: uuid.uuid4().hex[:16] for r in ids}
         now = self._clock()
 
@@ -209,6 +213,21 @@ class ReaderGroup:
         log.info("%r: readers %s joined", self, ids)
         return readers
 
+    def _complete_take_overs(self, reader_ids: list[str]) -> None:
+        """A reader joining again while its take-over is half done (the sink fenced its
+        segments, the group still lists it online: the remover died or is between its two
+        commits) completes that take-over first, at the sink's offsets, so the README's "join
+        again" is always safe. An id online and not fenced stays online (``add_reader`` refuses)."""
+        state = self._state()
+        online = {r: state.incarnations.get(r, "") for r in reader_ids if r in state.assigned}
+        if not online or state.sink is None:
+            return
+        sink = self._sink_at(state.sink)
+        fenced = {r: inc for r, inc in online.items() if sink.taken_over(r, inc)}
+        if fenced and self._offline(fenced, None, fence=True, what=f"take-over of {sorted(fenced)} completed on rejoin"):
+            log.warning("%r: readers %s rejoined during their take-over: completed it at the sink's offsets",
+                        self, sorted(fenced))
+
     def online_readers(self) -> list[str]:
         """The ids of the readers online in the group."""
         return self._state().online_readers
@@ -221,8 +240,10 @@ class ReaderGroup:
         after the refresh are read again: at-least-once). With a sink, the reader's segments are
         fenced there first: if it is still running, it can no longer write them."""
         refs = _refs(last_position, self.config.scoped_streams)
-        self._offline([reader_id], None if refs is None else {reader_id: refs}, fence=True,
-                      what=f"reader {reader_id} offline")
+        state = self._state()
+        if reader_id in state.assigned:
+            self._offline({reader_id: state.incarnations.get(reader_id, "")},
+                          None if refs is None else {reader_id: refs}, fence=True, what=f"reader {reader_id} offline")
         log.info("%r: reader %s offline at %s", self, reader_id, "its recorded offsets" if refs is None else refs)
 
     def offline_silent_readers(self, silence: timedelta, now: datetime | None = None) -> list[str]:
@@ -249,10 +270,10 @@ class ReaderGroup:
     def _offline_silent(self, at: int, silence_ms: int, exclude: str | None = None) -> list[str]:
         state = self._state()
         refreshed = {r: last for r, (_, last) in self._members(state).items()}
-        silent = [r for r in state.silent_readers(at, silence_ms, refreshed) if r != exclude]
+        silent = {r: state.incarnations.get(r, "") for r in state.silent_readers(at, silence_ms, refreshed) if r != exclude}
         if not silent:
             return []
-        gone = self._offline(silent, None, fence=True, what=f"offline silent readers {silent}")
+        gone = self._offline(silent, None, fence=True, what=f"offline silent readers {sorted(silent)}")
         if gone:
             log.warning("%r: readers %s silent for %.0f s or more: taken offline at their recorded offsets",
                         self, gone, silence_ms / 1000)
@@ -268,15 +289,20 @@ class ReaderGroup:
                 out[reader_id] = (positions, int(row["last_seen"]))
         return out
 
-    def _offline(self, readers: list[str], positions: Mapping[str, Mapping[SegmentRef, int]] | None,
+    def _offline(self, joins: Mapping[str, str], positions: Mapping[str, Mapping[SegmentRef, int]] | None,
                  fence: bool, what: str) -> list[str]:
-        """Take ``readers`` offline in one commit of the group's state: their segments go back at
-        ``positions`` (per reader), else at the later of their recorded offsets (state, member
-        rows) and the sink's. With ``fence`` and a sink, their segments are fenced in the sink
-        first. Returns the readers that were online."""
+        """Take the ``joins`` (reader id -> incarnation) offline in one commit of the group's
+        state: their segments go back at ``positions`` (per reader), else at the later of their
+        recorded offsets (state, member rows) and the sink's. With ``fence`` and a sink, their
+        segments are fenced in the sink first (recording the joins taken over). A reader that
+        has left or joined again meanwhile (another incarnation) is left alone. Returns the
+        readers taken offline."""
+        def current(state: ReaderGroupState) -> list[str]:
+            return [r for r, inc in joins.items() if r in state.assigned and state.incarnations.get(r, "") == inc]
+
         while True:
             state = self._state()
-            online = [r for r in readers if r in state.assigned]
+            online = current(state)
             if not online:
                 return []
             owned = {r: dict(state.assigned[r]) for r in online}
@@ -288,36 +314,61 @@ class ReaderGroup:
                 offsets[r] = {**recorded, **(positions or {}).get(r, {})}
             if fence and state.sink is not None:
                 sink = self._sink_at(state.sink)
-                sunk = sink.fence([ref for r in online for ref in owned[r]], state.revision + 1)
+                sunk = sink.fence([ref for r in online for ref in owned[r]], state.revision + 1,
+                                  taken={r: joins[r] for r in online})
+                failpoint("offline:after_fence")
                 if positions is None:
                     offsets = {r: {ref: max(off, sunk.get(ref, off)) for ref, off in o.items()} for r, o in offsets.items()}
 
-            def transition(current: ReaderGroupState, online=online, owned=owned, offsets=offsets) -> ReaderGroupState:
-                for r in online:
-                    if r in current.assigned and dict(current.assigned[r]).keys() != owned[r].keys():
+            taken: list[str] = []
+
+            def transition(latest: ReaderGroupState, owned=owned, offsets=offsets, taken=taken) -> ReaderGroupState:
+                taken.clear()
+                for r in current(latest):
+                    if r not in owned or dict(latest.assigned[r]).keys() != owned[r].keys():
                         raise _OwnershipMoved(r)
-                    current = current.remove_reader(r, offsets[r])
-                return current
+                    latest = latest.remove_reader(r, offsets[r])
+                    taken.append(r)
+                return latest
 
             try:
                 self._update(transition, f"{what}")
-                return online
+                return list(taken)
             except _OwnershipMoved:
                 continue  # a reader acquired or gave up segments meanwhile: fence and read again
 
-    def delta_sink(self, path: str) -> ReaderGroupSink:
-        """The group's exactly-once Delta sink at ``path`` (see ``reader_group_sink``), recorded
-        in the group (one commit, the first time) so that a dead reader's segments go back at
-        the offsets the sink holds.
+    def delta_sink(self, path: str, schema: StructType | None = None) -> ReaderGroupSink:
+        """The group's exactly-once Delta sink at ``path`` (see ``reader_group_sink``): its table
+        is created now unless it exists, and it is recorded in the group (one commit, the first
+        time) so that a dead reader's segments go back at the offsets the sink holds.
+
+        Args:
+            path: the sink table's location.
+            schema: the rows' schema, when ``sink.write`` is given rows of its own (default: a
+                batch's events with its ``revision``, what ``sink.write(batch)`` writes).
 
         Example:
             >>> sink = group.delta_sink("/lake/sensors_copy")  # doctest: +SKIP
             >>> sink.write(reader.read_next())  # doctest: +SKIP
         """
         qualified = _delta.qualify(self._store.spark, path)
+        sink = self._sink_at(qualified)
+        sink.create(schema if schema is not None else self.batch_schema())
         if self._state().sink != qualified:
             self._update(lambda state: replace(state, sink=qualified), f"sink {qualified}")
-        return self._sink_at(qualified)
+        return sink
+
+    def batch_schema(self) -> StructType:
+        """The schema of what ``ReaderGroupSink.write(batch)`` writes: a batch's events and its
+        ``revision``."""
+        return self._empty_events().withColumn("revision", F.lit(0)).schema
+
+    def _empty_events(self) -> DataFrame:
+        """An empty batch's events (the schema of every batch of this group)."""
+        scope, name = self.config.scoped_streams[0].split("/")
+        events = self._store.events(scope, name, None).transform(reader.filter_segment_ranges, ranges=[])
+        empty = events.transform(reader.select_read_columns, scope=scope, stream=name)
+        return self._store.spark.createDataFrame([], empty.schema)
 
     def _sink_at(self, path: str) -> ReaderGroupSink:
         return ReaderGroupSink(self._store.spark, path, f"{self.scoped_name}@{self.generation}")
@@ -379,12 +430,12 @@ class ReaderGroup:
                     lengths[r.segment_id] = r.sealed_size
             ends[stream] = lengths
         rows = []
-        held = [(reader, ref, max(off, members.get(reader, ({}, 0))[0].get(ref, off)))
-                for reader, refs in state.assigned.items() for ref, off in refs.items()]
+        held = [(owner, ref, max(off, members.get(owner, ({}, 0))[0].get(ref, off)))
+                for owner, refs in state.assigned.items() for ref, off in refs.items()]
         held += [("unassigned", ref, off) for ref, off in state.unassigned.items()]
-        for reader, ref, position in held:
+        for owner, ref, position in held:
             end = ends.get(ref.stream, {}).get(ref.segment_id, position)
-            rows.append({"reader": reader, "stream": ref.stream, "segment": short_segment_name(ref.segment_id),
+            rows.append({"reader": owner, "stream": ref.stream, "segment": short_segment_name(ref.segment_id),
                          "position": int(position), "unread": max(0, int(end) - int(position))})
         return sorted(rows, key=lambda r: (r["reader"], r["stream"], r["segment"]))
 
@@ -616,8 +667,8 @@ class EventStreamReader:
         state = self._group._state()
         if self.reader_id in state.assigned and state.incarnations.get(self.reader_id, "") == self._incarnation:
             self._sync(state)
-            self._group._offline([self.reader_id], {self.reader_id: dict(self._positions)}, fence=False,
-                                 what=f"reader {self.reader_id} closed")
+            self._group._offline({self.reader_id: self._incarnation}, {self.reader_id: dict(self._positions)},
+                                 fence=False, what=f"reader {self.reader_id} closed")
 
     # ---- internals ---------------------------------------------------------------------------
     def _check_online(self, state: ReaderGroupState) -> None:
@@ -720,11 +771,13 @@ class EventStreamReader:
         return ranges, {s: v for s, v in versions.items() if any(key[0] == s for key in ranges)}
 
     def _events(self, ranges: Mapping, versions: Mapping[str, int]) -> DataFrame:
-        if not ranges and self._empty is not None:
+        if not ranges:
+            if self._empty is None:
+                self._empty = self._group._empty_events()
             return self._empty
         store = self._group._store
         parts = []
-        for stream in self._streams if not ranges else sorted(versions):
+        for stream in sorted(versions):
             scope, name = stream.split("/")
             mine = [reader.SegmentRange(sid, lo, hi) for (s, sid), (lo, hi) in sorted(ranges.items()) if s == stream]
             version = versions.get(stream)
@@ -732,14 +785,9 @@ class EventStreamReader:
             if mine and store.may_hold_chunks(scope, name, [r.segment_id for r in mine], version):
                 events = events.transform(assemble_large_events)
             parts.append(events.transform(reader.select_read_columns, scope=scope, stream=name))
-            if not ranges:
-                break  # an empty batch: one empty read is enough for the schema
         out = parts[0]
         for part in parts[1:]:
             out = out.unionByName(part)
-        if not ranges:
-            self._empty = store.spark.createDataFrame([], out.schema)
-            return self._empty
         return out
 
 

@@ -16,18 +16,22 @@ declared dead: the write is refused (``ReaderNotInReaderGroupError``), so a zomb
 commit a batch of a segment it no longer owns. Delta fails two concurrent commits recording the
 same application id (``ConcurrentTransactionException``), and the loser's retry sees the winner.
 
-The group records the sink's path, so a dead reader's segments go back at the offsets the sink
-holds (``fence``): exactly-once without replay. Per-key order across readers: sort the sink by
+The group records the sink's path, and the sink's table is created then (so a take-over always
+has a table to fence), so a dead reader's segments go back at the offsets the sink holds
+(``fence``): exactly-once without replay. A fence also records which join of which reader it took
+over (``<scope>/<group>/off/<reader>@<incarnation>``): a reader that rejoins while the take-over is
+half done (fenced, not yet removed from the group) finds it there and completes it first. Per-key order across readers: sort the sink by
 ``(revision, segment_id, offset)`` with the batch's ``revision`` written next to its rows.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from . import _delta
 from .errors import IllegalStateError, InvalidConfigError, ReaderNotInReaderGroupError
@@ -57,6 +61,15 @@ class ReaderGroupSink:
 
     def _app_id(self, kind: str, ref: SegmentRef) -> str:
         return f"{self.group}/{kind}/{ref}"
+
+    def _taken_id(self, reader_id: str, incarnation: str) -> str:
+        return f"{self.group}/off/{reader_id}@{incarnation}"
+
+    def create(self, schema: StructType) -> bool:
+        """Create the sink's table with ``schema`` unless it exists; True if this call created it."""
+        created = _delta.create_table(self.spark, self.path, schema)
+        self._created = True
+        return created
 
     # ---- writing -------------------------------------------------------------------------------
     def write(self, batch, rows: DataFrame | None = None) -> int:
@@ -114,13 +127,15 @@ class ReaderGroupSink:
         return written
 
     # ---- the positions of record ---------------------------------------------------------------
-    def fence(self, refs: Iterable[SegmentRef], token: int) -> dict[SegmentRef, int]:
+    def fence(self, refs: Iterable[SegmentRef], token: int,
+              taken: Mapping[str, str] | None = None) -> dict[SegmentRef, int]:
         """Hand ``refs`` over: one commit recording owner ``token`` for each (any later write by an
-        owner with a lower token is refused), returning the end offsets recorded for them (read in
+        owner with a lower token is refused) and the joins ``taken`` over (reader id ->
+        incarnation, see ``taken_over``), returning the end offsets recorded for them (read in
         that commit: a concurrent write of theirs makes it conflict and read again)."""
         refs = sorted(set(refs))
         if not refs or not _delta.exists(self.spark, self.path):
-            return {}  # nothing written yet (see ARCHITECTURE: a zombie's very first write is not fenced)
+            return {}  # no segments to hand over; or a group whose sink predates its creation at delta_sink
 
         def attempt() -> dict[SegmentRef, int]:
             txn = _delta.transaction(self.spark, self.path)
@@ -130,10 +145,18 @@ class ReaderGroupSink:
                 found[ref] = txn.app_version(self._app_id("pos", ref))
                 owner = txn.app_version(self._app_id("own", ref))
                 actions.append(txn.set_app_version(self._app_id("own", ref), max(owner, token)))
+            actions += [txn.set_app_version(self._taken_id(r, inc), token) for r, inc in sorted((taken or {}).items())]
             txn.commit(None, (), actions)
             return {ref: off for ref, off in found.items() if off >= 0}
 
         return _delta.retrying(attempt, f"fence {len(refs)} segments of {self.group} in {self.path}")
+
+    def taken_over(self, reader_id: str, incarnation: str) -> bool:
+        """Whether a take-over fenced this join of ``reader_id`` here (its removal from the group
+        may not have followed yet: the remover died, or is between its two commits)."""
+        if not _delta.exists(self.spark, self.path):
+            return False
+        return _delta.transaction(self.spark, self.path).app_version(self._taken_id(reader_id, incarnation)) >= 0
 
 
 def _segments_in(refs: Iterable[SegmentRef]):

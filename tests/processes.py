@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from tests.workers import CDS_ARCHIVE, CDS_DUMP
@@ -37,3 +38,36 @@ def spawn(*args: str) -> subprocess.Popen:
     env.pop("PRAVEGA_SPARK_FAILPOINT", None)
     return subprocess.Popen([sys.executable, "-m", "tests.workers", *args], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+class Watched:
+    """A spawned worker whose stdout and stderr are read by threads as they come (no pipe ever
+    fills up and blocks it), so a test can fail at once, with what it printed, when it exits."""
+
+    def __init__(self, name: str, proc: subprocess.Popen) -> None:
+        self.name, self.proc = name, proc
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self._threads = [threading.Thread(target=lambda s=s, into=into: into.extend(iter(s.readline, "")), daemon=True)
+                         for s, into in ((proc.stdout, self.out), (proc.stderr, self.err))]
+        for t in self._threads:
+            t.start()
+
+    def report(self, err_chars: int = 4000) -> str:
+        return (f"--- worker {self.name} (exit {self.proc.poll()}) stdout:\n{''.join(self.out)}"
+                f"--- stderr (last {err_chars} chars):\n{''.join(self.err)[-err_chars:]}")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait(self, timeout: float) -> int:
+        code = self.proc.wait(timeout=timeout)
+        for t in self._threads:
+            t.join(timeout=10)
+        return code
+
+
+def assert_alive(workers: list[Watched]) -> None:
+    """Fail with the output of every worker that has exited."""
+    dead = [w for w in workers if not w.alive()]
+    assert not dead, "\n".join(w.report() for w in dead)

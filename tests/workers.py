@@ -24,6 +24,7 @@ import os
 import sys
 import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pravega_spark as ps
 
@@ -34,7 +35,8 @@ CDS_ARCHIVE, CDS_DUMP = "PRAVEGA_SPARK_WORKER_CDS", "PRAVEGA_SPARK_WORKER_CDS_DU
 def java_options() -> str:
     """Short-lived JVMs: the C1 compiler alone starts and runs these small jobs ~15% faster, and
     a class-data-sharing archive (when the test session made one) saves ~2.5 s of start-up."""
-    options = "-Dderby.system.home=/tmp/derby -XX:TieredStopAtLevel=1"
+    quiet = Path(ps.__file__).with_name("log4j2.properties")  # the library's quiet log4j config, as local sessions use
+    options = f"-Dderby.system.home=/tmp/derby -Dlog4j2.configurationFile={quiet} -XX:TieredStopAtLevel=1"
     if os.environ.get(CDS_DUMP):
         return f"{options} -XX:ArchiveClassesAtExit={os.environ[CDS_DUMP]}"
     if os.environ.get(CDS_ARCHIVE) and os.path.exists(os.environ[CDS_ARCHIVE]):
@@ -165,11 +167,17 @@ def run_read_group(m: ps.StreamManager, a) -> None:
     group's exactly-once sink at SINK (its rows and per-segment positions in one commit). With
     --stall-after N (after N calls) or --stall-file F (once F exists): stop with the next batch
     that holds events in hand, unwritten, and wait to be killed. A reader taken offline by the
-    others (silent too long) joins again, as an application would."""
+    others (silent too long) joins again, as the README says an application does (the library
+    completes a take-over that is half done). Each line ends with the time (s since the epoch)."""
     from pyspark.sql import functions as F
 
+    def rows(events, revision: int):
+        return events.select("scope", "stream", "routing_key", F.col("event").cast("string").alias("event"),
+                             "segment_id", "offset", F.lit(a.reader).alias("reader"), F.lit(revision).alias("revision"))
+
     group = m.reader_group(a.scope, a.group)
-    reader, sink = group.create_reader(a.reader), group.delta_sink(a.sink)
+    reader = group.create_reader(a.reader)
+    sink = group.delta_sink(a.sink, rows(m.spark.createDataFrame([], group.batch_schema()), 0).schema)
     calls = 0
     while True:
         try:
@@ -177,17 +185,15 @@ def run_read_group(m: ps.StreamManager, a) -> None:
             calls += 1
             stall = (a.stall_after and calls > a.stall_after) or (a.stall_file and os.path.exists(a.stall_file))
             if batch.ranges and stall:
-                print(f"STALLED {a.reader} {batch.revision} {batch.events.count()}", flush=True)
+                print(f"STALLED {a.reader} {batch.revision} {batch.events.count()} {time.time():.3f}", flush=True)
                 time.sleep(600)
             if batch.ranges:
-                sink.write(batch, batch.events.select(
-                    "scope", "stream", "routing_key", F.col("event").cast("string").alias("event"), "segment_id",
-                    "offset", F.lit(a.reader).alias("reader"), F.lit(batch.revision).alias("revision")))
+                sink.write(batch, rows(batch.events, batch.revision))
         except ps.ReaderNotInReaderGroupError as e:
-            print(f"REJOIN {a.reader} {e}", flush=True)
+            print(f"REJOIN {a.reader} {time.time():.3f} {e}", flush=True)
             reader = group.create_reader(a.reader)
             continue
-        print(f"READ {a.reader} {batch.revision} {len(batch.ranges)} {batch.checkpoint}", flush=True)
+        print(f"READ {a.reader} {batch.revision} {len(batch.ranges)} {batch.checkpoint} {time.time():.3f}", flush=True)
         if batch.end_of_data:
             break
         time.sleep(a.pause)

@@ -15,7 +15,7 @@ import pravega_spark as ps
 from jobs import reader_groups as reader_groups_job
 from tests.conftest import eventually
 from tests.helpers import table_versions
-from tests.processes import spawn
+from tests.processes import Watched, assert_alive, spawn
 
 S = "iot/sensors"
 
@@ -309,7 +309,8 @@ def test_three_reader_processes_tail_a_scaled_and_truncated_stream_at_pravegas_c
 def test_a_reader_killed_mid_batch_is_taken_over_after_the_silence_limit(spark, manager, stream2, root, tmp_path):
     """A reader SIGKILLed with a batch in hand is not restarted: after the group's silence limit
     the survivors take its segments at the offsets the sink holds, and the sink has every event
-    exactly once, in key order."""
+    exactly once, in key order. Any survivor exiting fails the test at once with its output; a
+    timeout prints the group's state, its member rows and the clock."""
     manager.scale_stream("iot", "sensors", [0, 1], [(0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0)])
     written = 0
     _write(manager, written, n=80, keys=16)
@@ -318,35 +319,99 @@ def test_a_reader_killed_mid_batch_is_taken_over_after_the_silence_limit(spark, 
         reader_silence_limit=timedelta(seconds=10)))
     group = manager.reader_group("iot", "g")
     sink, stall = str(tmp_path / "sink"), tmp_path / "stall-A"
-    procs = {r: spawn("read-group", "--root", root, "--reader", r, "--sink", sink, "--pause", "0.3",
-                      *(["--stall-file", str(stall)] if r == "A" else [])) for r in "ABC"}
-    out_a = _lines(procs["A"])
-    eventually(lambda: group.online_readers() == ["A", "B", "C"], timeout=120)
-    while not any(ln.startswith("READ A") and int(ln.split()[3]) > 0 for ln in out_a):  # A has written a batch
+    workers = {r: Watched(r, spawn("read-group", "--root", root, "--reader", r, "--sink", sink, "--pause", "0.3",
+                                   *(["--stall-file", str(stall)] if r == "A" else []))) for r in "ABC"}
+    survivors = [workers["B"], workers["C"]]
+
+    def wait_for(condition, what: str, timeout: float):
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert_alive(survivors)
+            if time.monotonic() > deadline:
+                state = group._state()
+                raise AssertionError(
+                    f"{what}: not within {timeout:.0f} s; clock {time.time() * 1000:.0f} ms; state {state.to_json()}; "
+                    f"member rows {group._members(state)}\n" + "\n".join(w.report() for w in workers.values()))
+            time.sleep(0.3)
+
+    def has_read(worker: Watched) -> bool:  # a READ line with segment ranges: the worker is warm
+        return any(ln.startswith(f"READ {worker.name}") and int(ln.split()[3]) > 0 for ln in list(worker.out))
+
+    wait_for(lambda: group.online_readers() == ["A", "B", "C"], "all three joined", 120)
+    while not all(has_read(w) for w in workers.values()):  # every reader has written a batch
         written += 1
         _write(manager, written, n=80, keys=16)
-        assert procs["A"].poll() is None and written < 40
+        assert workers["A"].alive() and written < 60, workers["A"].report()
+        assert_alive(survivors)
         time.sleep(1)
     stall.touch()  # A stops with its next batch of events in hand, unwritten
-    while not any(line.startswith("STALLED") for line in out_a):
+    while not any(line.startswith("STALLED") for line in list(workers["A"].out)):
         written += 1
         _write(manager, written, n=80, keys=16)
-        assert procs["A"].poll() is None and written < 60
+        assert workers["A"].alive() and written < 90, workers["A"].report()
         time.sleep(0.5)
-    procs["A"].send_signal(signal.SIGKILL)
-    procs["A"].wait()
-    assert int([ln for ln in out_a if ln.startswith("STALLED")][0].split()[3]) > 0  # it held events
-    eventually(lambda: group.online_readers() == ["B", "C"], timeout=60)  # the survivors took it offline
+    workers["A"].proc.send_signal(signal.SIGKILL)
+    workers["A"].wait(timeout=60)
+    assert int([ln for ln in workers["A"].out if ln.startswith("STALLED")][0].split()[3]) > 0  # it held events
+    wait_for(lambda: "A" not in group.online_readers(), "the survivors took A offline", 90)
+    assert set(group.online_readers()) == {"B", "C"}, "\n".join(w.report() for w in survivors)
     written += 1
     _write(manager, written, n=80, keys=16)
     manager.seal_stream("iot", "sensors")
-    for r in "BC":
-        out, err = procs[r].communicate(timeout=300)
-        assert procs[r].returncode == 0 and f"DONE {r}" in out, err[-3000:]
+    for w in survivors:
+        code = w.wait(timeout=300)
+        assert code == 0 and f"DONE {w.name}" in "".join(w.out), w.report()
     read = _sink_rows(spark, sink)
     assert {r.reader for r in spark.read.format("delta").load(sink).select("reader").distinct().collect()} == set("ABC")
     _check_exactly_once_in_key_order(read, [f"{b}:{i:04d}" for b in range(written + 1) for i in range(80)])
     assert group.online_readers() == [] and group.get_stream_cuts() == {S: ps.StreamCut(S, {})}
+
+
+@pytest.mark.slow
+def test_a_reader_rejoining_during_a_half_done_take_over_completes_it_and_reads_on(spark, manager, stream2, tmp_path,
+                                                                                  monkeypatch, caplog):
+    """The README's "join again" while a take-over is half done (the remover fenced the reader's
+    segments in the sink and has not removed it from the group yet): ``create_reader`` completes
+    the take-over at the sink's offsets and joins; the remover's late removal leaves the new join
+    alone; the readers go on and the sink has every event exactly once."""
+    _write(manager, 0)
+    manager.create_reader_group("iot", "g", ps.ReaderGroupConfig(
+        {S: "earliest"}, automatic_checkpoint_interval=None, reader_silence_limit=None))  # taken offline by hand
+    group = manager.reader_group("iot", "g")
+    sink = group.delta_sink(str(tmp_path / "sink"))
+    slow, live = group.create_readers(["slow", "live"])
+    assert sink.write(slow.read_next()) == 1 and sink.write(live.read_next()) == 1
+    _write(manager, 1)
+    held = slow.read_next()  # in hand, not yet written
+    assert held.ranges
+    incarnation = group._state().incarnations["slow"]
+    remover = manager.reader_group("iot", "g")  # another handle (another process, in effect)
+    release = tmp_path / "release"
+    monkeypatch.setenv("PRAVEGA_SPARK_HOLD", f"offline:after_fence={release}")  # between the fence and the removal
+    thread = threading.Thread(target=remover.reader_offline, args=("slow",))
+    thread.start()
+    eventually(lambda: (tmp_path / "release.held").exists(), timeout=60)  # the remover is between its commits
+    monkeypatch.delenv("PRAVEGA_SPARK_HOLD")
+    assert sink.taken_over("slow", incarnation)
+    assert "slow" in group.online_readers()  # half done: fenced, still listed
+    with pytest.raises(ps.ReaderNotInReaderGroupError, match="handed to another reader"):
+        sink.write(held)
+    with caplog.at_level("WARNING", logger="pravega_spark"):
+        rejoined = group.create_reader("slow")  # join again, as the README says
+    assert "rejoined during their take-over" in caplog.text
+    release.touch()  # the remover goes on to its removal
+    thread.join(timeout=120)
+    assert not thread.is_alive() and sorted(group.online_readers()) == ["live", "slow"]  # the late removal: no-op
+    for _ in range(12):
+        for r in (rejoined, live):
+            batch = r.read_next()
+            if batch.ranges:
+                sink.write(batch)
+        if spark.read.format("delta").load(sink.path).count() >= 48:
+            break
+    rows = spark.read.format("delta").load(sink.path)
+    assert rows.count() == 48 and rows.select("segment_id", "offset").distinct().count() == 48
+    assert {bytes(r.event) for r in rows.select("event").collect()} == {f"{b}:{i:04d}".encode() for b in (0, 1) for i in range(24)}
 
 
 def test_a_zombie_reader_cannot_write_segments_it_no_longer_owns(spark, manager, stream2, tmp_path):
@@ -358,6 +423,8 @@ def test_a_zombie_reader_cannot_write_segments_it_no_longer_owns(spark, manager,
         {S: "earliest"}, automatic_checkpoint_interval=None, position_refresh_interval=timedelta(seconds=1),
         reader_silence_limit=timedelta(seconds=2)))
     group = manager.reader_group("iot", "g")
+    clock = [group._clock()]
+    group._clock = lambda: clock[0]  # the group's clock, not the machine's load, says who is silent
     revision = group._state().revision
     zombie, live = group.create_readers(["zombie", "live"])
     assert group._state().revision == revision + 1  # one commit: both joined with a segment each
@@ -365,8 +432,7 @@ def test_a_zombie_reader_cannot_write_segments_it_no_longer_owns(spark, manager,
     sink = group.delta_sink(str(tmp_path / "sink"))
     held = zombie.read_next()  # in hand, not yet written
     assert sink.write(live.read_next()) == 1
-    now = group._clock()
-    group._clock = lambda: now + 3_000  # the zombie stays silent past the limit
+    clock[0] += 3_000  # the zombie stays silent past the limit
     taken = live.read_next()  # refreshes, takes the zombie offline (fenced in the sink), reads its segment
     assert group.online_readers() == ["live"]
     with pytest.raises(ps.ReaderNotInReaderGroupError, match="handed to another reader"):

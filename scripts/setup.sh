@@ -59,14 +59,13 @@ fi
 # The put-if-absent Delta log store for object stores (java/): compiled against pyspark's Hadoop
 # and Delta's storage jar, into the package (pravega_spark._session adds it to spark.jars).
 LOGSTORE_JAR=pravega_spark/_delta/jars/pravega-spark-logstore.jar
-LOGSTORE_SRC=java/pravegaspark/delta/ConditionalPutLogStore.java
-if [ ! -f "$LOGSTORE_JAR" ] || [ "$LOGSTORE_SRC" -nt "$LOGSTORE_JAR" ]; then
+if [ ! -f "$LOGSTORE_JAR" ] || [ -n "$(find java -name '*.java' -newer "$LOGSTORE_JAR")" ]; then
   echo "[setup] building $LOGSTORE_JAR"
   PYSPARK_JARS="$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"
   build="$(mktemp -d)"
   javac --release 17 -nowarn -d "$build" \
-    -cp "$PYSPARK_JARS/hadoop-client-api-3.4.2.jar:$M2_REPO/io/delta/delta-storage/4.4.0/delta-storage-4.4.0.jar" \
-    "$LOGSTORE_SRC"
+    -cp "$PYSPARK_JARS/hadoop-client-api-3.4.2.jar:$(echo "$PYSPARK_JARS"/slf4j-api-*.jar):$M2_REPO/io/delta/delta-storage/4.4.0/delta-storage-4.4.0.jar" \
+    $(find java -name '*.java')
   mkdir -p "$(dirname "$LOGSTORE_JAR")"
   jar cf "$LOGSTORE_JAR" -C "$build" .
   rm -rf "$build"

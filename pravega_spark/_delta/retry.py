@@ -58,19 +58,28 @@ DEFAULT_RETRY = RetryPolicy()
 STALE = "pravega_spark: stale read"
 
 
+# Errors that mean the log itself looks damaged (a gap in its versions), never a lost race: their
+# text can carry a conflict's name too (a JVM stack trace naming the commit's FileAlreadyExists
+# that led to the listing), but retrying would hide the damage. A store whose listings leave out
+# files is listed again by the log store (ConditionalPutLogStore), not here.
+LOG_DAMAGE = ("DELTA_VERSIONS_NOT_CONTIGUOUS",)
+
+
 class Retry(Exception):
     """Raised inside a retried step to ask for another attempt (e.g. a stale read was detected)."""
 
 
 def is_conflict(exc: BaseException) -> bool:
-    """Whether ``exc`` is one of Delta's optimistic-concurrency conflicts."""
+    """Whether ``exc`` is one of Delta's optimistic-concurrency conflicts (never a damaged log)."""
+    text = str(exc)
+    if any(code in text for code in LOG_DAMAGE):
+        return False
     if isinstance(exc, CONFLICTS):
         return True
     # Table creation races surface as a file-already-exists from the log store, and a lost
     # put-if-absent on S3 as HTTP 412 (S3A's RemoteFileChangedException) when a log store passes
     # it on; conflicts from a transaction driven through the JVM (see ``DeltaTransaction``) arrive
     # as a Py4J error naming them.
-    text = str(exc)
     return ("FileAlreadyExistsException" in text or "DELTA_CONCURRENT" in text
             or "RemoteFileChangedException" in text or "PreconditionFailed" in text or STALE in text
             or any(f"exceptions.{cls.__name__}" in text for cls in CONFLICTS))

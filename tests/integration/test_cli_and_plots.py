@@ -1,4 +1,5 @@
-"""The operator's CLI as a subprocess against a real store (exit codes, ``--json``, one-line
+"""The operator's CLI against a real store, its commands through ``main`` in the test session and
+the console script in its own process (exit codes, ``--json``, one-line
 errors, ``--yes``), and the pictures' artists matching the stream (boxes per segment, labels,
 cut lines): not pixels."""
 
@@ -8,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from matplotlib.collections import PatchCollection
 
 import pravega_spark as ps
 from pravega_spark import plots
+from pravega_spark.cli import main as cli_main
 from pravega_spark.segments import SegmentRecord, short_segment_name
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,47 +72,80 @@ def test_a_500_epoch_picture_is_drawn_with_one_collection():
 
 
 def cli(*args: str, root: str) -> subprocess.CompletedProcess:
+    """The console script in its own process (its own JVM when the command needs Spark)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PRAVEGA_SPARK_", "SPARK_"))}
-    return subprocess.run([sys.executable, "-m", "pravega_spark.cli", "--root", root, *args], cwd=REPO,
+    script = Path(sys.executable).with_name("pravega-spark")
+    return subprocess.run([str(script), "--root", root, *args], cwd=REPO,
                           env=dict(env, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=600)
 
 
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run(capsys, root):
+    """The CLI's ``main`` in this test's process and session (as the console script calls it)."""
+    def run_main(*args: str) -> Ran:
+        capsys.readouterr()
+        code = cli_main(["--root", root, *args])
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    return run_main
+
+
 @pytest.mark.slow
-def test_cli_commands_exit_codes_and_one_line_errors(manager, stream2, root, tmp_path):
+def test_the_console_script_starts_spark_quietly_and_refuses_bad_input_in_one_line(stream2, root):
+    """Two real processes: a command that starts Spark (its start-up output hidden, --json on
+    stdout) and bad input refused before Spark starts (exit code 2, one line)."""
+    scope, stream = stream2
+    done = cli("--json", "describe", f"{scope}/{stream}", root=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["stream"] == f"{scope}/{stream}"
+    assert done.stderr.strip() == ""  # Spark's start-up output stays hidden
+    done = cli("describe", "bad name/x", root=root)
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0 and "InvalidNameError" in done.stderr
+
+
+@pytest.mark.slow
+def test_cli_commands_exit_codes_and_one_line_errors(manager, stream2, root, tmp_path, run):
     scope, stream = stream2
     name = f"{scope}/{stream}"
-    done = cli("--json", "describe", name, root=root)
+    done = run("--json", "describe", name)
     assert done.returncode == 0, done.stderr[-3000:]
     described = json.loads(done.stdout)
     assert described["stream"] == name and described["state"] == "ACTIVE" and len(described["segments"]) == 2
-    assert done.stderr.strip() == ""  # Spark's start-up output stays hidden
     # bad input: one line naming the error, exit code 2, nothing changed
     for args, error in ((["describe", "bad name/x"], "InvalidNameError"),
                         (["describe", f"{scope}/missing"], "StreamNotFoundError"),
                         (["truncate", name, "--cut", "not-a-cut", "--yes"], "InvalidStreamCutError"),
                         (["truncate", name, "--at", "2020-01-01T00:00:00"], "--yes"),
                         (["delete", name], "--yes")):
-        done = cli(*args, root=root)
+        done = run(*args)
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and error in lines[0], (args, done.stderr[-2000:])
     assert manager.stream_info(scope, stream).state == "ACTIVE"
-    done = cli("--json", "plot", name, "--out", str(tmp_path / "out"), root=root)
+    done = run("--json", "plot", name, "--out", str(tmp_path / "out"))
     assert done.returncode == 0 and len(json.loads(done.stdout)["files"]) == 2
     assert sorted(os.listdir(tmp_path / "out")) == [f"{scope}.{stream}.epochs.png", f"{scope}.{stream}.retention.png"]
-    done = cli("validate", name, root=root)
+    done = run("validate", name)
     assert done.returncode == 0 and done.stdout.startswith(f"OK {name}")
     # listings, cuts, groups, then the commands that change the stream
-    assert [r["scope"] for r in json.loads(cli("--json", "scopes", root=root).stdout)["scopes"]] == [scope]
-    assert json.loads(cli("--json", "streams", scope, root=root).stdout)["streams"] == [
+    assert [r["scope"] for r in json.loads(run("--json", "scopes").stdout)["scopes"]] == [scope]
+    assert json.loads(run("--json", "streams", scope).stdout)["streams"] == [
         {"scope": scope, "stream": stream, "state": "ACTIVE"}]
-    cuts = json.loads(cli("--json", "cuts", name, root=root).stdout)
+    cuts = json.loads(run("--json", "cuts", name).stdout)
     assert ps.StreamCut.from_text(cuts["tail"]["text"]) == manager.tail_stream_cut(scope, stream)
     manager.create_reader_group(scope, "g", ps.ReaderGroupConfig({name: "earliest"}))
-    rows = json.loads(cli("--json", "groups", scope, root=root).stdout)["segments"]
+    rows = json.loads(run("--json", "groups", scope).stdout)["segments"]
     assert {(r["group"], r["reader"], r["unread"]) for r in rows} == {("g", "unassigned", 0)} and len(rows) == 2
-    done = cli("--json", "scale", name, "--seal", "0", "--ranges", "0-0.25,0.25-0.5", root=root)
+    done = run("--json", "scale", name, "--seal", "0", "--ranges", "0-0.25,0.25-0.5")
     assert done.returncode == 0 and json.loads(done.stdout)["epoch"] == 1
-    assert cli("seal", name, root=root).returncode == 0
+    assert run("seal", name).returncode == 0
     manager.delete_reader_group(scope, "g")
-    done = cli("delete", name, "--yes", root=root)
+    done = run("delete", name, "--yes")
     assert done.returncode == 0 and not manager.check_stream_exists(scope, stream)

@@ -1,7 +1,7 @@
 # The two commands of the README. Both run the idempotent set-up first.
 PY := .venv/bin/python
 
-.PHONY: setup demo pictures test test-fast test-unit test-cluster test-s3 test-connect lint bench
+.PHONY: setup demo pictures test test-fast test-unit test-cluster test-s3 test-connect lint bench soak
 
 setup:
 	@bash scripts/setup.sh
@@ -30,6 +30,11 @@ test-s3: setup
 
 test-connect: setup
 	bash scripts/test_tiers.sh connect $(PYTEST_ARGS)
+
+# every multi-process, crash and race scenario SOAK times (default 3) in each tier, with a pass count
+# per scenario (not part of `make test`); SOAK_TIERS picks tiers (local cluster connect s3)
+soak: setup
+	SOAK=$(or $(SOAK),3) bash scripts/soak.sh "$(or $(SOAK_TIERS),all)" $(PYTEST_ARGS)
 
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -103,6 +103,7 @@ def test_fenced_append_refuses_stale_tails_and_sealed_segments(spark, manager, s
     assert len(check_stream_consistent(spark, manager, scope, stream)) == 60
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_two_client_processes_and_a_killed_writer(spark, root, manager, stream2):
     """Two writer processes append concurrently while a third is killed in the middle of its

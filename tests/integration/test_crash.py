@@ -28,6 +28,7 @@ def _killed(root, failpoint, op, *extra: str):
     assert proc.returncode == -signal.SIGKILL, f"not killed at {failpoint}: {out}\n{err[-2000:]}"
 
 
+@pytest.mark.process
 @pytest.mark.slow
 @pytest.mark.parametrize("failpoint", ["scale:after_start", "scale:after_seal", "scale:after_segments"])
 def test_scale_killed_between_commits_is_completed(spark, root, manager, stream2, failpoint):
@@ -52,6 +53,7 @@ def test_scale_killed_between_commits_is_completed(spark, root, manager, stream2
     check_key_order(events)
 
 
+@pytest.mark.process
 @pytest.mark.slow
 @pytest.mark.parametrize("failpoint", ["update:after_start", "scale:after_seal"])
 def test_update_killed_midway_is_completed(spark, root, manager, stream2, failpoint):
@@ -72,6 +74,7 @@ def test_update_killed_midway_is_completed(spark, root, manager, stream2, failpo
     check_key_order(events)
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_delete_scope_killed_after_its_mark_refuses_new_streams_until_run_again(spark, root, manager):
     """delete_scope killed between its deletion mark and the scope row's removal: the scope is
@@ -89,6 +92,7 @@ def test_delete_scope_killed_after_its_mark_refuses_new_streams_until_run_again(
     assert [r.stream for r in manager.list_streams("gone").collect()] == ["s"]
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_seal_killed_midway_is_completed(spark, root, manager, stream2):
     _prepare(manager, spark)
@@ -100,6 +104,7 @@ def test_seal_killed_midway_is_completed(spark, root, manager, stream2):
     check_stream_consistent(spark, manager, "iot", "sensors")
 
 
+@pytest.mark.process
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["failpoint", "during_commit"])
 def test_append_killed_leaves_all_or_nothing_then_retry(spark, root, manager, stream2, how):
@@ -130,6 +135,7 @@ def test_append_killed_leaves_all_or_nothing_then_retry(spark, root, manager, st
     check_key_order(events)
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_create_killed_after_row_is_finished_by_next_operation(spark, root, manager):
     manager.create_scope("iot")
@@ -142,6 +148,7 @@ def test_create_killed_after_row_is_finished_by_next_operation(spark, root, mana
     assert_valid(manager, "iot", "sensors")
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_delete_killed_after_data_is_finished_by_retry(spark, root, manager, stream2):
     _prepare(manager, spark)
@@ -154,6 +161,7 @@ def test_delete_killed_after_data_is_finished_by_retry(spark, root, manager, str
     assert manager.delete_scope("iot")
 
 
+@pytest.mark.process
 @pytest.mark.slow
 @pytest.mark.parametrize("failpoint", ["truncate:after_start", "truncate:after_marks", "truncate:after_segments",
                                        "truncate:after_rows"])

@@ -38,6 +38,7 @@ def metadata_commits(log: Path) -> int:
     return count
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_processes_racing_through_the_first_operations_on_empty_stores(spark, tmp_path):
     writers = [f"w{i}" for i in range(PARTIES)]
@@ -165,6 +166,7 @@ def test_small_table_rows_are_the_same_with_or_without_the_checksum_file(spark, 
     assert with_checksum == without == [{"name": "a", "at": when}]
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_delete_scope_racing_create_stream_leaves_no_stream_in_a_deleted_scope(spark, tmp_path):
     """A process deleting scope sN while another creates stream sN/x, round after round: exactly

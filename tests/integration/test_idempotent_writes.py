@@ -82,6 +82,7 @@ def test_foreach_batch_replay_of_a_batch_is_applied_once(spark, manager, stream2
     assert payloads == sorted(f"r{i}-{j}" for i in range(2) for j in range(10))
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_writer_killed_after_commit_then_restarted_with_same_id_writes_once(spark, root, manager, stream2):
     """The process dies after Delta committed its write but before it learned the result; the
@@ -100,6 +101,7 @@ def test_writer_killed_after_commit_then_restarted_with_same_id_writes_once(spar
     check_key_order(events)
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_two_processes_retrying_the_same_write_apply_it_once(spark, root, manager, stream2):
     procs = [spawn("idempotent-append", "--root", root, "--writer", "dup", "--number", "3", "--per-batch", "40")

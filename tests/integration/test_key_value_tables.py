@@ -258,6 +258,7 @@ def _outputs(procs, timeout=300):
     return outs
 
 
+@pytest.mark.process
 @pytest.mark.slow
 @pytest.mark.skipif(CONNECT, reason="the processes run classic sessions")
 def test_processes_racing_on_one_key_exactly_one_wins_each_round(kvt, root, tmp_path):
@@ -275,6 +276,7 @@ def test_processes_racing_on_one_key_exactly_one_wins_each_round(kvt, root, tmp_
     assert entry.value.decode().endswith(f":{rounds - 1}")
 
 
+@pytest.mark.process
 @pytest.mark.slow
 @pytest.mark.skipif(CONNECT, reason="the processes run classic sessions")
 def test_processes_on_different_partitions_never_retry(kvt, root, tmp_path):

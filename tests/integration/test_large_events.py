@@ -248,6 +248,7 @@ def test_clean_up_aborts_idle_events_and_a_late_commit_fails(spark, root, manage
     assert manager.read_events("iot", "sensors").count() == 0
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_killed_writer_leaves_nothing_visible_and_clean_up_removes_its_bytes(spark, root, manager, stream2):
     proc = spawn("large-stage", "--root", root, "--size", str(3 * MIB + 100))

@@ -269,6 +269,7 @@ def _scale_current(manager, index: int) -> None:
     manager.scale_stream("iot", "sensors", [s.segment_id], [(s.key_start, middle), (middle, s.key_end)])
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_three_reader_processes_tail_a_scaled_and_truncated_stream_at_pravegas_commit_rate(spark, manager, stream2,
                                                                                            root, tmp_path):
@@ -305,6 +306,7 @@ def test_three_reader_processes_tail_a_scaled_and_truncated_stream_at_pravegas_c
     _check_exactly_once_in_key_order(_sink_rows(spark, sink), [f"{b}:{i:04d}" for b in range(written) for i in range(60)])
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_a_reader_killed_mid_batch_is_taken_over_after_the_silence_limit(spark, manager, stream2, root, tmp_path):
     """A reader SIGKILLed with a batch in hand is not restarted: after the group's silence limit
@@ -367,6 +369,7 @@ def test_a_reader_killed_mid_batch_is_taken_over_after_the_silence_limit(spark, 
     assert group.online_readers() == [] and group.get_stream_cuts() == {S: ps.StreamCut(S, {})}
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_a_reader_rejoining_during_a_half_done_take_over_completes_it_and_reads_on(spark, manager, stream2, tmp_path,
                                                                                   monkeypatch, caplog):

@@ -384,6 +384,7 @@ def test_bad_read_stream_arguments_are_refused(manager, stream2):
         manager.read_stream(SCOPE, STREAM, start=head)
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_a_query_process_killed_mid_batch_then_restarted_delivers_each_event_once(manager, stream2, tmp_path):
     """The worker's query writes a batch to the sink, then is SIGKILLed before Spark commits it:

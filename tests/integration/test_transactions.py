@@ -229,6 +229,7 @@ def test_commit_after_a_scale_routes_to_the_current_segments(spark, manager, str
     check_key_order(events)
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_concurrent_commits_and_timeout_job_decide_each_txn_once(spark, root, manager, stream2):
     """One process commits transactions (fetched by id) while another runs the timeout job with
@@ -263,6 +264,7 @@ def test_concurrent_commits_and_timeout_job_decide_each_txn_once(spark, root, ma
     check_key_order(events)
 
 
+@pytest.mark.process
 @pytest.mark.slow
 @pytest.mark.parametrize("failpoint", ["append:before_commit", "append:after_commit"])
 def test_commit_killed_midway_is_completed_by_the_next_attempt(spark, root, manager, stream2, failpoint):

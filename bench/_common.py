@@ -1,11 +1,36 @@
-"""What the bench scripts share: a fresh store, the synthetic source of events, and a stopwatch."""
+"""What the bench scripts share: a fresh store, the synthetic source of events, a stopwatch, and
+the one rule every comparison follows (issue #43).
+
+The rule: our operation and its baseline alternate, in the same process and on the same machine
+state, for at least 5 rounds after a warm-up round; each round's ratio is printed, and the
+measure is the MEDIAN of the per-round ratios, printed with their min and max. Targets apply to
+the median. (Best-vs-best is not reported: on a shared 2-core machine the bests of two series
+come from different machine states.)
+
+A ratio has one of two orientations, always printed with it:
+
+- ``SPEED``: baseline seconds / our seconds. > 1 means ours is faster; a target is a floor
+  (``>= 0.8x``).
+- ``COST``: our seconds / baseline seconds, our time as a multiple of the baseline's. < 1 means
+  ours is cheaper; a target is a ceiling (``<= 2x``).
+
+``alternate`` runs the rounds and prints them; ``Ratios`` summarizes ratios computed elsewhere
+(e.g. medians of many small calls per round).
+"""
 
 from __future__ import annotations
 
 import shutil
+import statistics
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from pyspark.sql import functions as F
+
+SPEED = "speed"  # baseline / ours: > 1 means ours is faster
+COST = "cost"    # ours / baseline: < 1 means ours is cheaper
+MIN_ROUNDS = 5
 
 
 def source(spark, events: int, size: int, start: int = 0):
@@ -34,3 +59,123 @@ def fresh_store(root: str, scope: str):
     manager = ps.StreamManager(spark, f"{root}/store")
     manager.create_scope(scope)
     return manager
+
+
+def seconds(t: float) -> str:
+    """``1.23 s``, or ``12.3 ms`` under a second."""
+    return f"{t:.2f} s" if t >= 1 else f"{t * 1000:.1f} ms"
+
+
+def ratio_of(ours: float, baseline: float, orientation: str = SPEED) -> float:
+    """One round's ratio in ``orientation``."""
+    return baseline / ours if orientation == SPEED else ours / baseline
+
+
+def orientation_note(ours: str, baseline: str, orientation: str = SPEED) -> str:
+    """How to read a ratio, e.g. ``ratio = raw s / ours s, > 1: ours faster``."""
+    if orientation == SPEED:
+        return f"ratio = {baseline} s / {ours} s, > 1: {ours} faster"
+    return f"ratio = {ours} s / {baseline} s, < 1: {ours} cheaper"
+
+
+@dataclass
+class Ratios:
+    """Per-round ratios of one comparison, and its target (on the median)."""
+
+    label: str
+    ratios: list[float]
+    orientation: str = SPEED
+    target: float | None = None
+    note: str = ""  # how to read the ratio (``orientation_note``)
+    times: dict[str, list[float]] = field(default_factory=dict)  # per side, the counted rounds' seconds
+    digits: int = 2
+    show_rounds: bool = False  # list the per-round ratios (when no round line printed them)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.ratios)
+
+    @property
+    def met(self) -> bool | None:
+        """Whether the median meets the target (None: no target)."""
+        if self.target is None:
+            return None
+        return self.median >= self.target if self.orientation == SPEED else self.median <= self.target
+
+    def verdict(self) -> str:
+        if self.target is None:
+            return "no target"
+        sign = ">=" if self.orientation == SPEED else "<="
+        return f"target {sign} {self.target:g}x {'met' if self.met else 'not met'}"
+
+    def line(self) -> str:
+        """The measure and the verdict, then (indented, on a second line) how to read the ratio
+        and the median seconds of each side."""
+        d = self.digits
+        text = (f"{self.label}: median {self.median:.{d}f}x (min {min(self.ratios):.{d}f}x, max "
+                f"{max(self.ratios):.{d}f}x) over {len(self.ratios)} rounds: {self.verdict()}")
+        if len(self.ratios) < MIN_ROUNDS:
+            text += f" (fewer than {MIN_ROUNDS} rounds: a smoke run, not a measure)"
+        details = [self.note] if self.note else []
+        if self.show_rounds:
+            details.append("per round " + ", ".join(f"{x:.{d}f}x" for x in self.ratios))
+        if self.times:
+            details.append("median times " + ", ".join(f"{name} {seconds(statistics.median(ts))}"
+                                                       for name, ts in self.times.items()))
+        if details:
+            text += "\n    (" + "; ".join(details) + ")"
+        return text
+
+    def report(self, indent: str = "") -> Ratios:
+        print(indent + self.line().replace("\n", "\n" + indent), flush=True)
+        return self
+
+
+def alternate(baseline: tuple[str, Callable[[int], float | None]],
+              ours: Sequence[tuple[str, Callable[[int], float | None]]] | tuple[str, Callable],
+              *, rounds: int = MIN_ROUNDS, warm_up: int = 1, label: str = "", orientation: str = SPEED,
+              targets: dict[str, float] | float | None = None, indent: str = "  ",
+              report: bool = True) -> dict[str, Ratios]:
+    """Run ``warm_up`` rounds (printed, not counted), then ``rounds`` rounds; each round runs the
+    baseline, then each of ``ours`` in order. Each side is ``(name, fn)``: ``fn(round)`` (0 is
+    the first warm-up round) returns None (then the call is what is timed) or the seconds it
+    measured itself (e.g. a drain timed inside worker processes, its set-up left out).
+
+    Prints each round's seconds and ratios, then (``report``) one line per ``ours``: the median
+    of the per-round ratios, min and max, the target's verdict on the median. Returns the
+    ``Ratios`` per name of ``ours``. ``targets``: one value for every ``ours``, or per name."""
+    if isinstance(ours, tuple) and len(ours) == 2 and callable(ours[1]):
+        ours = [ours]
+    base_name, base_fn = baseline
+    times: dict[str, list[float]] = {base_name: [], **{name: [] for name, _ in ours}}
+    ratios: dict[str, list[float]] = {name: [] for name, _ in ours}
+
+    def run(fn, r) -> float:
+        start = time.perf_counter()
+        seconds = fn(r)
+        return time.perf_counter() - start if seconds is None else float(seconds)
+
+    for r in range(warm_up + rounds):
+        counted = r >= warm_up
+        base = run(base_fn, r)
+        parts = [f"{base_name} {seconds(base)}"]
+        for name, fn in ours:
+            t = run(fn, r)
+            x = ratio_of(t, base, orientation)
+            parts.append(f"{name} {seconds(t)} ({x:.2f}x)")
+            if counted:
+                times[name].append(t)
+                ratios[name].append(x)
+        if counted:
+            times[base_name].append(base)
+        head = f"round {r - warm_up + 1}/{rounds}" if counted else f"warm-up {r + 1}"
+        print(f"{indent}{label + ' ' if label else ''}{head}: " + ", ".join(parts), flush=True)
+    out = {}
+    for name, _ in ours:
+        target = targets.get(name) if isinstance(targets, dict) else targets
+        out[name] = Ratios(f"{label + ': ' if label else ''}{name} vs {base_name}", ratios[name], orientation,
+                           target, orientation_note(name, base_name, orientation),
+                           {base_name: times[base_name], name: times[name]})
+        if report:
+            out[name].report(indent)
+    return out

@@ -1,21 +1,27 @@
 """Append/read throughput vs raw Delta, and metadata cost vs history length.
 
-    .venv/bin/python bench/append_read.py [--events 1000000] [--size 200] [--root /tmp/bench]
+    .venv/bin/python bench/append_read.py [--events 1000000] [--sizes 200,1024] [--rounds 5] [--root /tmp/bench]
     scripts/local_s3.sh start > /tmp/s3.env
     .venv/bin/python bench/append_read.py --root s3a://pravega/bench --settings /tmp/s3.env --skip-history
     .venv/bin/python bench/append_read.py --connect [--events 1000000]
 
-Prints, for the same rows in the same process:
+Every comparison alternates the baseline and ours for ``--rounds`` rounds (default 5) after a
+warm-up round (``bench/_common.alternate``), prints each round's ratio and reports the MEDIAN of
+the per-round ratios with min and max; targets apply to the median. Ratios 1 and 2 are speeds
+(raw seconds / ours: > 1 means ours is faster), 3 is a cost (500-epoch seconds / 5-epoch: < 1
+means the long history is cheaper). For the same rows in the same process:
   1. write_events of N events (~SIZE bytes, 4 segments) vs a raw Delta append of the same rows
-     routed and partitioned the same way (target: >= 0.8x raw throughput), then the same with
-     events of 1 KiB (``--sizes``);
+     routed and partitioned the same way (target: >= 0.8x), then the same with events of 1 KiB
+     (``--sizes``);
      On an object store (``--root s3a://...``, the session's settings from ``--settings``: the
      ``KEY=value`` lines of ``scripts/local_s3.sh start``) the same, plus the fallback path
      (Delta's writer after the offsets' UDF) against the same raw append (target >= 0.8x);
   2. read_events between two cuts vs a plain Delta read of the same rows (the README's SQL:
-     absolute offsets from ``base_offset``, the same range filter; target >= 0.9x), and of the
-     whole stream vs a plain read of the whole table (target >= 0.8x);
-  3. successors() and tail_stream_cut() on a 500-epoch stream vs a 5-epoch stream (target <= 2x).
+     absolute offsets from ``base_offset``, the same range filter; target >= 0.9x), the same
+     read by a new StreamManager each round (an empty metadata cache: the boundary probe;
+     reported), and of the whole stream vs a plain read of the whole table (target >= 0.8x);
+  3. successors() and tail_stream_cut() on a 500-epoch stream vs a 5-epoch stream (each round's
+     time: the median of 5 calls; target <= 2x).
 
 With ``--connect``: 1 and 2 on a Spark Connect session (``SPARK_REMOTE``, else a local server
 that ``scripts/connect_server.sh`` starts, with 4 GiB, and stops), against raw Connect appends and
@@ -34,7 +40,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -44,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark.sql import functions as F
 
 import pravega_spark as ps
-from bench._common import source
+from bench._common import COST, alternate, source, timed
 from pravega_spark._store import events_view, utc_now
 from pravega_spark.reader import filter_segment_ranges, segment_ranges
 from pravega_spark.routing import with_key_position, with_segment_id
@@ -53,23 +58,14 @@ from pravega_spark.schema import EVENTS_SCHEMA
 from pravega_spark.segments import epoch_members
 
 
-def timed(fn, repeat=1):
-    times = []
-    result = None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), result
-
-
-def bench_append_read(spark, root: str, events: int, size: int, rounds: int = 3, fallback: bool = False):
+def bench_append_read(spark, root: str, events: int, size: int, rounds: int = 5, fallback: bool = False,
+                      target: float = 0.8):
     manager = ps.StreamManager(spark, root)
     manager.create_scope("bench")
     manager.create_stream("bench", "append", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
     segments = epoch_members(manager.controller.store.segment_records("bench", "append"), 0)
     raw_path = f"{root}/raw_append"
-    # warm-up both paths on a small write; the measured write is this writer's second one
+    # warm-up both paths on a small write; a measured write is never this writer's first one
     # (a running writer knows its segments and tails; the commit's fence still checks them)
     w = manager.create_event_writer("bench", "append", writer_id="bench")
     w.write_events(source(spark, 1000, size))
@@ -80,37 +76,28 @@ def bench_append_read(spark, root: str, events: int, size: int, rounds: int = 3,
 
     raw_src = (source(spark, events, size).transform(with_key_position)
                .transform(with_segment_id, segments=segments).drop("key_position"))
-    # alternate raw and ours; keep each one's best (the first large job of each warms the JIT, and
-    # a 2-core machine's timings vary by tens of percent from run to run)
-    raw_times, our_times, fallback_times = [], [], []
-    slow = None
+    last = {}
+
+    def ours(r):
+        last["result"] = w.write_events(source(spark, events, size))
+
+    sides = [("write_events", ours)]
     if fallback:  # a second writer on Delta's writer (the path of stores pyarrow cannot open)
         slow = manager.create_event_writer("bench", "append", writer_id="fallback")
         slow.appender.task_files = False
         slow.write_events(source(spark, 1000, size))
-    for _ in range(rounds):
-        raw_times.append(timed(lambda: raw_src.write.format("delta").partitionBy("segment_id")
-                               .mode("append").save(raw_path))[0])
-        t, result = timed(lambda: w.write_events(source(spark, events, size)))
-        our_times.append(t)
-        if slow is not None:
-            fallback_times.append(timed(lambda: slow.write_events(source(spark, events, size)))[0])
-    raw_t, ours_t = min(raw_times), min(our_times)
-    print(f"append  {events:,} events x ~{size} B over 4 segments (best of {rounds} each)")
-    print(f"  raw Delta append : {raw_t:7.2f} s  {events / raw_t:12,.0f} events/s")
-    print(f"  write_events     : {ours_t:7.2f} s  {events / ours_t:12,.0f} events/s  "
-          f"({result.byte_count:,} framed bytes, version {result.version})")
-    print(f"  runs: raw {', '.join(f'{t:.2f}' for t in raw_times)}; ours {', '.join(f'{t:.2f}' for t in our_times)}")
-    print(f"  ratio ours/raw throughput: {raw_t / ours_t:.2f}x best/best, "
-          f"{statistics.median(raw_times) / statistics.median(our_times):.2f}x median/median (target >= 0.8x)")
-    if fallback_times:
-        print(f"  fallback (Delta's writer) runs: {', '.join(f'{t:.2f}' for t in fallback_times)}; ratio "
-              f"{raw_t / min(fallback_times):.2f}x best/best, "
-              f"{statistics.median(raw_times) / statistics.median(fallback_times):.2f}x median/median")
+        sides.append(("fallback (Delta's writer)", lambda r: slow.write_events(source(spark, events, size))))
+    print(f"append  {events:,} events x ~{size} B over 4 segments (alternating, {rounds} rounds after a warm-up)",
+          flush=True)
+    alternate(("raw Delta append", lambda r: raw_src.write.format("delta").partitionBy("segment_id")
+               .mode("append").save(raw_path)), sides, rounds=rounds, label="append", targets=target)
+    result = last["result"]
+    print(f"  (write_events' last write: {result.event_count:,} events, {result.byte_count:,} framed bytes, "
+          f"version {result.version})")
     return manager, w.write_event(b"-", routing_key="end")
 
 
-def bench_read(spark, manager, result) -> None:
+def bench_read(spark, manager, result, rounds: int = 5) -> None:
 
     # two cuts inside the data: a quarter and three quarters of each segment
     tail = result.tail_stream_cut
@@ -137,20 +124,17 @@ def bench_read(spark, manager, result) -> None:
     def our_read():
         manager.read_events("bench", "append", start, end).write.format("noop").mode("overwrite").save()
 
-    raw_read()  # warm the raw path; ours is warmed by the cold-metadata read just below
-    fresh = ps.StreamManager(spark, manager.root)  # an empty metadata cache: the first read of these cuts
-    cold_r, _ = timed(lambda: fresh.read_events("bench", "append", start, end)
-                      .write.format("noop").mode("overwrite").save())
-    our_read()
-    raw_r, _ = timed(raw_read, 3)
-    ours_r, _ = timed(our_read, 3)
     n = manager.read_events("bench", "append", start, end).count()
-    print(f"read    {n:,} events between two cuts (best of 3)")
-    print(f"  raw filtered Delta read: {raw_r:7.2f} s  {n / raw_r:12,.0f} events/s")
-    print(f"  read_events            : {ours_r:7.2f} s  {n / ours_r:12,.0f} events/s")
-    print(f"  ratio ours/raw throughput: {raw_r / ours_r:.2f}x (target >= 0.9x)")
-    print(f"  first read_events of these cuts (empty metadata cache, boundary probe): {cold_r:7.2f} s "
-          f"({raw_r / cold_r:.2f}x)")
+    print(f"read    {n:,} events between two cuts (alternating, {rounds} rounds after a warm-up)", flush=True)
+
+    def cold_read(r):  # an empty metadata cache: the first read of these cuts in a new StreamManager
+        fresh = ps.StreamManager(spark, manager.root)
+        return timed(lambda: fresh.read_events("bench", "append", start, end)
+                     .write.format("noop").mode("overwrite").save())
+
+    alternate(("raw filtered Delta read", lambda r: raw_read()),
+              [("read_events", lambda r: our_read()), ("read_events, new StreamManager", cold_read)],
+              rounds=rounds, label="read between cuts", targets={"read_events": 0.9})
 
     def raw_whole():
         events_view(spark.read.format("delta").load(manager.controller.store.events_path("bench", "append"))
@@ -159,17 +143,10 @@ def bench_read(spark, manager, result) -> None:
     def our_whole():
         manager.read_events("bench", "append").write.format("noop").mode("overwrite").save()
 
-    raw_whole()
-    our_whole()
-    raw_times, our_times = [], []
-    for _ in range(3):  # alternating
-        raw_times.append(timed(raw_whole)[0])
-        our_times.append(timed(our_whole)[0])
     total = manager.read_events("bench", "append").count()
-    print(f"read    the whole stream, {total:,} events (alternating, 3 each)")
-    print(f"  runs: raw {', '.join(f'{t:.2f}' for t in raw_times)}; ours {', '.join(f'{t:.2f}' for t in our_times)}")
-    print(f"  ratio ours/raw throughput: {min(raw_times) / min(our_times):.2f}x best/best, "
-          f"{statistics.median(raw_times) / statistics.median(our_times):.2f}x median/median (target >= 0.8x)")
+    print(f"read    the whole stream, {total:,} events (alternating, {rounds} rounds after a warm-up)", flush=True)
+    alternate(("raw Delta read", lambda r: raw_whole()), ("read_events", lambda r: our_whole()),
+              rounds=rounds, label="read whole stream", targets=0.8)
 
 
 def build_history(manager: ps.StreamManager, stream: str, epochs: int) -> None:
@@ -204,26 +181,26 @@ def build_history(manager: ps.StreamManager, stream: str, epochs: int) -> None:
     manager.create_event_writer("bench", stream).write_events(source(manager.spark, 2000, 100))
 
 
-def bench_history(spark, root: str) -> None:
+def bench_history(spark, root: str, rounds: int = 5) -> None:
     manager = ps.StreamManager(spark, root)
     manager.create_scope("bench")
-    results = {}
+    probes = {}
     for epochs in (5, 500):
         name = f"history{epochs}"
         build_history(manager, name, epochs)
         sealed = [r.segment_id for r in manager.controller.store.segment_records("bench", name) if r.sealed_epoch is not None]
-        probe = sealed[len(sealed) // 2]
-        manager.successors("bench", name, probe), manager.tail_stream_cut("bench", name)  # warm
-        succ = statistics.median(
-            timed(lambda n=name, s=probe: manager.successors("bench", n, s))[0] for _ in range(5))
-        tail = statistics.median(timed(lambda n=name: manager.tail_stream_cut("bench", n))[0] for _ in range(5))
-        results[epochs] = (succ, tail, len(sealed))
-    print("history length (median of 5)")
-    for epochs, (succ, tail, n) in results.items():
-        print(f"  {epochs:3d} epochs ({n:4d} sealed segments): successors {succ * 1000:7.1f} ms, "
-              f"tail_stream_cut {tail * 1000:7.1f} ms")
-    print(f"  ratio 500/5: successors {results[500][0] / results[5][0]:.2f}x, "
-          f"tail_stream_cut {results[500][1] / results[5][1]:.2f}x (target <= 2x)")
+        probes[epochs] = (name, sealed[len(sealed) // 2], len(sealed))
+        print(f"history {epochs:3d} epochs: {len(sealed):4d} sealed segments", flush=True)
+
+    def median_of_5(fn):
+        return lambda r: statistics.median(timed(fn) for _ in range(5))
+
+    for op, call in (("successors", lambda n, s: manager.successors("bench", n, s)),
+                     ("tail_stream_cut", lambda n, s: manager.tail_stream_cut("bench", n))):
+        print(f"history length: {op}, 500 epochs vs 5 (each round's time: the median of 5 calls)", flush=True)
+        alternate((f"{op} 5 epochs", median_of_5(lambda c=call: c(*probes[5][:2]))),
+                  (f"{op} 500 epochs", median_of_5(lambda c=call: c(*probes[500][:2]))),
+                  rounds=rounds, label="history", orientation=COST, targets=2.0)
 
 
 def main(argv=None) -> int:
@@ -232,7 +209,8 @@ def main(argv=None) -> int:
     p.add_argument("--size", type=int, default=200)
     p.add_argument("--sizes", default="200,1024", help="event sizes of the append runs (the first is also read)")
     p.add_argument("--root", default="/tmp/pravega-bench")
-    p.add_argument("--rounds", type=int, default=3, help="alternating raw/ours rounds (best of each)")
+    p.add_argument("--rounds", type=int, default=5,
+                   help="alternating baseline/ours rounds after a warm-up round (the median ratio is the measure)")
     p.add_argument("--skip-append", action="store_true")
     p.add_argument("--skip-history", action="store_true")
     p.add_argument("--settings", help="KEY=value lines (scripts/local_s3.sh start): the spark.* ones configure the session")
@@ -256,9 +234,9 @@ def main(argv=None) -> int:
         for i, size in enumerate(int(x) for x in a.sizes.split(",")):
             manager, result = bench_append_read(spark, f"{a.root}/a{i}", a.events, size, a.rounds, fallback=not local)
             if i == 0:
-                bench_read(spark, manager, result)
+                bench_read(spark, manager, result, a.rounds)
     if not a.skip_history:
-        bench_history(spark, a.root + "/h")
+        bench_history(spark, a.root + "/h", a.rounds)
     return 0
 
 
@@ -281,8 +259,8 @@ def run_connect(a) -> int:
         shutil.rmtree(a.root + "-connect", ignore_errors=True)
         spark = ps.spark_session()
         manager, result = bench_append_read(spark, os.path.abspath(a.root + "-connect"), a.events,
-                                            int(a.sizes.split(",")[0]), a.rounds)
-        bench_read(spark, manager, result)
+                                            int(a.sizes.split(",")[0]), a.rounds, target=0.6)
+        bench_read(spark, manager, result, a.rounds)
         spark.stop()
     finally:
         if started:

@@ -19,6 +19,8 @@ from tests.invariants import check_key_order, check_stream_consistent
 from tests.processes import REPO, spawn
 from tests.workers import batch_rows
 
+pytestmark = pytest.mark.process  # every scenario here runs several processes (make soak repeats them)
+
 
 @pytest.mark.s3
 @pytest.mark.slow

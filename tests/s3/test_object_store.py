@@ -21,6 +21,7 @@ from tests.processes import REPO, spawn
 pytestmark = pytest.mark.s3
 
 
+@pytest.mark.process
 def test_processes_racing_for_one_log_version_one_wins_and_the_loser_retries(spark, root, manager, stream2):
     """Two processes write the same ``_delta_log`` version at once, several rounds: exactly one
     wins each round, the other gets the conflict Delta retries on (FileAlreadyExistsException),

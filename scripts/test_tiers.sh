@@ -39,12 +39,7 @@ run_s3() {
   local bucket
   bucket="$(sed -n 's/^S3_BUCKET=//p' "$dir/settings")"
   PRAVEGA_SPARK_TEST_ROOT="s3a://$bucket/tests" PRAVEGA_SPARK_TEST_S3_DATA="$LOCAL_S3_DIR/data" \
-  PRAVEGA_SPARK_TEST_WORKER_FAILURES="$dir/worker-failures.log" \
     "$PY" -m pytest -m s3 -p no:cacheprovider "$@" || status=$?
-  if [ -s "$dir/worker-failures.log" ]; then  # a quarantined test's failed workers: shown, not hidden
-    echo "[tiers] worker failures reported by quarantined tests:"
-    cat "$dir/worker-failures.log"
-  fi
   echo "[tiers] s3 tier took $((SECONDS - start)) s"
   return $status
 }

@@ -92,7 +92,8 @@ def test_two_readers_share_segments_then_offline_with_a_position_and_rejoin(mana
     manager.scale_stream("iot", "sensors", [0, 1], [(0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0)])
     start = manager.tail_stream_cut("iot", "sensors")  # the four new segments, at 0
     _write(manager, 0, n=40, keys=20)
-    manager.create_reader_group("iot", "g", ps.ReaderGroupConfig({S: start}))
+    # no automatic checkpoint: on a slow machine (or over Connect) its 30 s can pass before a read
+    manager.create_reader_group("iot", "g", ps.ReaderGroupConfig({S: start}, automatic_checkpoint_interval=None))
     group = manager.reader_group("iot", "g")
     r1, r2 = group.create_reader("r1"), group.create_reader("r2")
     b1, b2 = r1.read_next(), r2.read_next()

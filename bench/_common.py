@@ -61,6 +61,10 @@ def fresh_store(root: str, scope: str):
     return manager
 
 
+class Seconds(float):
+    """What a side of ``alternate`` returns when it measured its own time."""
+
+
 def seconds(t: float) -> str:
     """``1.23 s``, or ``12.3 ms`` under a second."""
     return f"{t:.2f} s" if t >= 1 else f"{t * 1000:.1f} ms"
@@ -138,8 +142,9 @@ def alternate(baseline: tuple[str, Callable[[int], float | None]],
               report: bool = True) -> dict[str, Ratios]:
     """Run ``warm_up`` rounds (printed, not counted), then ``rounds`` rounds; each round runs the
     baseline, then each of ``ours`` in order. Each side is ``(name, fn)``: ``fn(round)`` (0 is
-    the first warm-up round) returns None (then the call is what is timed) or the seconds it
-    measured itself (e.g. a drain timed inside worker processes, its set-up left out).
+    the first warm-up round) returns ``Seconds(...)``, the time it measured itself (e.g. a drain
+    timed inside worker processes, its set-up left out), or anything else (then the whole call
+    is what is timed).
 
     Prints each round's seconds and ratios, then (``report``) one line per ``ours``: the median
     of the per-round ratios, min and max, the target's verdict on the median. Returns the
@@ -153,7 +158,7 @@ def alternate(baseline: tuple[str, Callable[[int], float | None]],
     def run(fn, r) -> float:
         start = time.perf_counter()
         seconds = fn(r)
-        return time.perf_counter() - start if seconds is None else float(seconds)
+        return float(seconds) if isinstance(seconds, Seconds) else time.perf_counter() - start
 
     for r in range(warm_up + rounds):
         counted = r >= warm_up

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark.sql import functions as F
 
 import pravega_spark as ps
-from bench._common import COST, alternate, source, timed
+from bench._common import COST, Seconds, alternate, source, timed
 from pravega_spark._store import events_view, utc_now
 from pravega_spark.reader import filter_segment_ranges, segment_ranges
 from pravega_spark.routing import with_key_position, with_segment_id
@@ -129,8 +129,8 @@ def bench_read(spark, manager, result, rounds: int = 5) -> None:
 
     def cold_read(r):  # an empty metadata cache: the first read of these cuts in a new StreamManager
         fresh = ps.StreamManager(spark, manager.root)
-        return timed(lambda: fresh.read_events("bench", "append", start, end)
-                     .write.format("noop").mode("overwrite").save())
+        return Seconds(timed(lambda: fresh.read_events("bench", "append", start, end)
+                             .write.format("noop").mode("overwrite").save()))
 
     alternate(("raw filtered Delta read", lambda r: raw_read()),
               [("read_events", lambda r: our_read()), ("read_events, new StreamManager", cold_read)],
@@ -193,7 +193,7 @@ def bench_history(spark, root: str, rounds: int = 5) -> None:
         print(f"history {epochs:3d} epochs: {len(sealed):4d} sealed segments", flush=True)
 
     def median_of_5(fn):
-        return lambda r: statistics.median(timed(fn) for _ in range(5))
+        return lambda r: Seconds(statistics.median(timed(fn) for _ in range(5)))
 
     for op, call in (("successors", lambda n, s: manager.successors("bench", n, s)),
                      ("tail_stream_cut", lambda n, s: manager.tail_stream_cut("bench", n))):

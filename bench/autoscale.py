@@ -8,14 +8,15 @@ history, one with ``--small``; both then get the same ``--recent`` events inside
 minutes. The history is committed with the data files' clock set two hours back (the internal
 seam tests use), the recent events five minutes back. A decision run (``run_autoscale`` of one
 stream, at the wall clock: the segments are in their cooldown, so it measures and decides but
-makes no scale) is timed on each, alternating; medians of ``--rounds`` after a warm-up.
-Issue #20's target: the long history's run <= 3x the short one's (cost follows the recent window).
+makes no scale) is timed on each, alternating for ``--rounds`` rounds after a warm-up round
+(``bench/_common.alternate``); each round's ratio is the long history's seconds / the short
+one's (a cost: < 1 means the long one is cheaper), and the measure is the median of the ratios,
+with min and max. Issue #20's target: median <= 3x (cost follows the recent window).
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from datetime import datetime, timedelta, timezone
@@ -24,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pravega_spark as ps
-from bench._common import fresh_store, source
+from bench._common import COST, Seconds, alternate, fresh_store, source
 from pravega_spark import _delta
 
 SCOPE = "bench"
@@ -61,20 +62,22 @@ def main() -> None:
         manager.create_stream(SCOPE, stream, ps.StreamConfiguration(scaling_policy=policy))
         fill(manager, stream, history, now - timedelta(hours=2), 0)
         fill(manager, stream, a.recent, now - timedelta(minutes=5), history)
-    times = {"long": [], "short": []}
-    for r in range(a.rounds + 1):
-        for stream in ("short", "long"):
+
+    def decide(stream):
+        def run(r: int) -> float:
             start = time.perf_counter()
             [outcome] = manager.run_autoscale(SCOPE, stream)
             seconds = time.perf_counter() - start
             assert not outcome.scaled and len(outcome.rates) == a.segments, outcome
             measured = sum(1 for x in outcome.rates.values() if x.r20 > 0)
-            if r:
-                times[stream].append(seconds)
-            print(f"round {r} {stream}: {seconds:.2f} s ({measured} segments with recent traffic)", flush=True)
-    long_s, short_s = statistics.median(times["long"]), statistics.median(times["short"])
-    print(f"decision run, {a.segments} segments: {a.history:,} events of history {long_s:.2f} s, {a.small:,} "
-          f"events {short_s:.2f} s: {long_s / short_s:.2f}x (medians of {a.rounds}; target <= 3x)")
+            if r == 0:
+                print(f"    {stream}: {measured} segments with recent traffic", flush=True)
+            return Seconds(seconds)
+        return run
+
+    print(f"decision run, {a.segments} segments: {a.history:,} events of history vs {a.small:,} (alternating)")
+    alternate((f"{a.small:,} events", decide("short")), (f"{a.history:,} events", decide("long")),
+              rounds=a.rounds, label="decision run", orientation=COST, targets=3.0)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 """Compaction: a stream written by many small appends, read before and after ``compact``.
 
-    .venv/bin/python bench/compaction.py [--appends 1000] [--per-append 1000] [--size 200] [--rounds 3]
+    .venv/bin/python bench/compaction.py [--appends 1000] [--per-append 1000] [--size 200] [--rounds 5]
 
 Stream ``many``: APPENDS appends of PER-APPEND events (~SIZE bytes, 4 segments): at least one file
-per segment per append. Stream ``one``: the same events in one append. Prints a whole-stream read
-(``read_events`` aggregated over event, routing key, segment and offset; best of ROUNDS) of
-``many`` before and after ``compact``, against ``one`` (issue #17's target: after compaction,
-<= 1.5x the one-append stream's read time), and how long ``compact`` took.
+per segment per append. Stream ``one``: the same events in one append. A whole-stream read
+(``read_events`` aggregated over event, routing key, segment and offset) of ``many`` before and
+after ``compact`` alternates with the same read of ``one`` for ROUNDS rounds after a warm-up round
+(``bench/_common.alternate``); each round's ratio is ``many``'s seconds / ``one``'s (a cost: < 1
+means ``many`` reads faster) and the measure is the median of the ratios, with min and max
+(issue #17's target: after compaction, median <= 1.5x). Also printed: how long ``compact`` took.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark.sql import functions as F
 
 import pravega_spark as ps
-from bench._common import source, timed
+from bench._common import COST, alternate, source
 
 
 def read(manager, stream):
@@ -35,9 +37,10 @@ def files(manager, stream) -> int:
         .select(F.input_file_name()).distinct().count()
 
 
-def best(fn, rounds):
-    fn()  # warm
-    return min(timed(fn) for _ in range(rounds))
+def versus_one(m, label: str, rounds: int, target: float | None = None):
+    """``many``'s read alternating with ``one``'s."""
+    return alternate(("one append", lambda r: read(m, "one")), (label, lambda r: read(m, "many")),
+                     rounds=rounds, label="whole-stream read", orientation=COST, targets=target)
 
 
 def main(argv=None) -> int:
@@ -45,7 +48,7 @@ def main(argv=None) -> int:
     p.add_argument("--appends", type=int, default=1000)
     p.add_argument("--per-append", type=int, default=1000)
     p.add_argument("--size", type=int, default=200)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--root", default="/tmp/bench-compaction")
     p.add_argument("--reuse", action="store_true", help="only re-read the streams of an earlier run")
     a = p.parse_args(argv)
@@ -56,8 +59,8 @@ def main(argv=None) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     m = ps.StreamManager(spark, a.root)
     if a.reuse:
-        one, many = best(lambda: read(m, "one"), a.rounds), best(lambda: read(m, "many"), a.rounds)
-        print(f"re-read: one append {one:.2f} s, many appends (as left) {many:.2f} s -> {many / one:.2f}x")
+        print("re-read of the streams of an earlier run")
+        versus_one(m, "many appends (as left)", a.rounds)
         return 0
     m.create_scope("bench")
     for name in ("many", "one"):
@@ -72,18 +75,15 @@ def main(argv=None) -> int:
         writer.write_events(spark.createDataFrame(batch))
         if (i + 1) % 100 == 0:
             print(f"  ... {i + 1} appends ({time.perf_counter() - start:.0f} s)", flush=True)
-    one = best(lambda: read(m, "one"), a.rounds)
-    before, before_files = best(lambda: read(m, "many"), a.rounds), files(m, "many")
+    print(f"{total:,} events of ~{a.size} B, 4 segments; one append: {files(m, 'one')} files")
+    print(f"before compact: {a.appends} appends, {files(m, 'many')} files", flush=True)
+    versus_one(m, f"{a.appends} appends, before compact", a.rounds)
     t0 = time.perf_counter()
     result = m.compact("bench", "many")
     took = time.perf_counter() - t0
-    after, after_files = best(lambda: read(m, "many"), a.rounds), files(m, "many")
-    print(f"{total:,} events of ~{a.size} B, 4 segments; whole-stream read (best of {a.rounds})")
-    print(f"  one append        : {one:6.2f} s  ({files(m, 'one')} files)")
-    print(f"  {a.appends} appends, before compact: {before:6.2f} s  ({before_files} files) -> {before / one:.2f}x")
-    print(f"  {a.appends} appends, after compact : {after:6.2f} s  ({after_files} files) -> {after / one:.2f}x "
-          f"(target <= 1.5x)")
-    print(f"  compact: {took:.1f} s, {result!r}")
+    print(f"compact: {took:.1f} s, {result!r}")
+    print(f"after compact: {files(m, 'many')} files", flush=True)
+    versus_one(m, f"{a.appends} appends, after compact", a.rounds, target=1.5)
     return 0
 
 

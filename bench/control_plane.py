@@ -1,8 +1,12 @@
 """Control-plane latency: each StreamManager operation against a raw single-row Delta append.
 
-In one process and one session: the median of ``--runs`` calls of each operation (a fresh stream
-per run where the operation needs one), printed next to the median of a raw single-row blind
-Delta append to a small table, and as a multiple of it. ``first write_events`` is a writer's
+In one process and one session, ``--runs`` rounds (>= 5) after a warm-up round; each round calls
+every operation once (a fresh stream per round where the operation needs one) between raw
+single-row blind Delta appends to a small table (two per round: the round's unit is their mean).
+Each round's ratio is the operation's seconds / the unit's (a cost: an operation's latency as a
+multiple of the raw append, < 1 means cheaper); printed per operation: its median seconds and the
+MEDIAN of its per-round ratios with min and max, the target applying to the median
+(``bench/_common``'s rule). ``first write_events`` is a writer's
 first write of 10 events; ``write_events`` is a write of 10 events by a writer that has written
 before, from a DataFrame made of a Python list (an RDD whose size Spark does not know);
 ``write_events (local)`` the same from a pandas DataFrame (a local relation of known size, written
@@ -32,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pravega_spark as ps  # noqa: E402
-from bench._common import timed  # noqa: E402
+from bench._common import COST, Ratios, timed  # noqa: E402
 
 TARGETS = {"create_stream": 4.0, "scale_stream": 5.0, "truncate_stream": 5.0, "seal_stream": 5.0,
            "write_events": 1.5, "tail_stream_cut": 0.5, "stream_info": 0.5}
@@ -45,18 +49,18 @@ REPO = Path(__file__).resolve().parents[1]
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=5, help="rounds after a warm-up round")
     parser.add_argument("--root", default=None)
     parser.add_argument("--connect", action="store_true", help="on a Spark Connect session, beside classic")
-    parser.add_argument("--json", default=None, help="write the medians here (used by --connect's classic run)")
+    parser.add_argument("--json", default=None, help="write the rounds' seconds here (used by --connect's classic run)")
     args = parser.parse_args(argv)
     if not args.connect:
-        medians = measure(ps.spark_session(**{"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}),
-                          args, connect=False)
+        rounds = measure(ps.spark_session(**{"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}),
+                         args, connect=False)
         if args.json:
-            Path(args.json).write_text(json.dumps(medians))
+            Path(args.json).write_text(json.dumps(rounds))
         else:
-            report(medians)
+            report(rounds)
         return 0
     # classic first, in a process of its own (a classic session and SPARK_REMOTE do not mix)
     with tempfile.TemporaryDirectory() as scratch:
@@ -80,8 +84,9 @@ def main(argv=None) -> int:
     return 0
 
 
-def measure(spark, args, connect: bool) -> dict[str, float]:
-    """The median seconds of each operation (and of the raw baselines) over ``args.runs`` runs."""
+def measure(spark, args, connect: bool) -> dict[str, list[float]]:
+    """The seconds of each operation (and of the raw baselines) in each of ``args.runs`` rounds,
+    after a warm-up round (not returned); ``raw append``: the mean of the round's two."""
     base = Path(args.root or tempfile.mkdtemp(prefix="pravega-spark-cp-"))
     shutil.rmtree(base, ignore_errors=True)
     manager = ps.StreamManager(spark, str(base / "store"))
@@ -128,39 +133,56 @@ def measure(spark, args, connect: bool) -> dict[str, float]:
         record("seal_stream", timed(lambda: manager.seal_stream(scope, "t")))
         record("delete_stream", timed(lambda: manager.delete_stream(scope, "t")))
 
-    for run in range(args.runs):
+    for run in range(args.runs + 1):  # run 0 warms up
         one_run(run)
-        print(f"run {run + 1}/{args.runs} done", flush=True)
+        if run == 0:
+            times.clear()
+        print(f"{'warm-up' if run == 0 else f'round {run}/{args.runs}'} done", flush=True)
     spark.stop()
     shutil.rmtree(base, ignore_errors=True)
-    return {name: statistics.median(values) for name, values in times.items()}
+    appends = times["raw append"]
+    times["raw append"] = [(x + y) / 2 for x, y in zip(appends[0::2], appends[1::2], strict=True)]
+    return times
 
 
-def report(medians: dict[str, float], classic: dict[str, float] | None = None) -> None:
-    """One line per operation: its median and its multiple of the session type's baseline (and,
-    beside them, classic's)."""
+def report(rounds: dict[str, list[float]], classic: dict[str, list[float]] | None = None) -> None:
+    """One line per operation: its median seconds, the median of its per-round multiples of the
+    session type's unit (min and max), the target's verdict on the median (and, beside them,
+    classic's)."""
     connect = classic is not None
-    unit = medians["raw fenced MERGE"] if connect else medians["raw append"]
-    query = medians.get("raw query", unit)
-    head = f"{'operation':<20} {'median s':>9} {'x unit':>7} {'target':>10}"
+    unit = rounds["raw fenced MERGE"] if connect else rounds["raw append"]
+    query = rounds.get("raw query", unit)
+
+    def ratios(name, values, base) -> Ratios:
+        return Ratios(name, [v / b for v, b in zip(values, base, strict=True)], COST)
+
+    head = f"{'operation':<20} {'median s':>9} {'x unit':>7} {'min-max':>11} {'target':>14}"
     if connect:
         head += f"   {'classic s':>9} {'x raw append':>12}"
-    print("\n" + head)
-    for name, med in medians.items():
+    head += "   each round's x unit"
+    print(f"\n(x unit: the median over {len(unit)} rounds of each round's seconds / the round's unit; a cost)")
+    print(head)
+    for name, values in rounds.items():
         if connect and name in CONNECT_QUERY_TARGETS:
-            ratio, target, unit_name = med / query, CONNECT_QUERY_TARGETS[name], "q"
+            r, target, unit_name = ratios(name, values, query), CONNECT_QUERY_TARGETS[name], "q"
         elif connect:
-            ratio, target, unit_name = med / unit, CONNECT_TARGETS.get(name), ""
+            r, target, unit_name = ratios(name, values, unit), CONNECT_TARGETS.get(name), ""
         else:
-            ratio, target, unit_name = med / unit, TARGETS.get(name), ""
-        verdict = "" if target is None else f"<= {target:.1f}{unit_name} {'ok' if ratio <= target else 'MISSED'}"
-        line = f"{name:<20} {med:>9.3f} {ratio:>7.2f} {verdict:>10}"
+            r, target, unit_name = ratios(name, values, unit), TARGETS.get(name), ""
+        r.target = target
+        verdict = "" if target is None else f"<= {target:.1f}{unit_name} {'met' if r.met else 'not met'}"
+        line = (f"{name:<20} {statistics.median(values):>9.3f} {r.median:>7.2f} "
+                f"{f'{min(r.ratios):.2f}-{max(r.ratios):.2f}':>11} {verdict:>14}")
         if connect and name in classic:
-            line += f"   {classic[name]:>9.3f} {classic[name] / classic['raw append']:>12.2f}"
-        print(line)
+            c = ratios(name, classic[name], classic["raw append"])
+            line += f"   {statistics.median(classic[name]):>9.3f} {c.median:>12.2f}"
+        print(line + "   " + " ".join(f"{x:.2f}" for x in r.ratios))
     if connect:
-        print(f"unit: raw fenced MERGE {unit:.3f} s (raw blind append {medians['raw append']:.3f} s, "
-              f"raw single-row query {query:.3f} s; q: multiples of the query)")
+        print(f"unit: raw fenced MERGE, median {statistics.median(unit):.3f} s (raw blind append "
+              f"{statistics.median(rounds['raw append']):.3f} s, raw single-row query {statistics.median(query):.3f} s; "
+              "q: multiples of the query)")
+    else:
+        print(f"unit: raw append (the mean of each round's two), median {statistics.median(unit):.3f} s")
 
 
 if __name__ == "__main__":

@@ -1,17 +1,21 @@
 """Large events: throughput and memory of one 1 GiB event vs 128 regular 8 MiB events.
 
-    .venv/bin/python bench/large_events.py [--mib 1024] [--small-mib 256] [--root /tmp/bench-large]
+    .venv/bin/python bench/large_events.py [--mib 1024] [--small-mib 256] [--rounds 5] [--root /tmp/bench-large]
 
 Prints, all in one process (the baselines run in the same JVM, on the same machine state):
   1. write throughput: one MIB event through ``stream_event`` vs the same bytes as MIB/8 regular
      8 MiB events (``write_event`` each, as a Python producer writes them) (target >= 0.9x);
   2. the Python process's peak RSS growth while writing, and while stream-reading (``open_event``),
-     the large event (target: under 64 MiB beyond one 8 MiB chunk);
+     the large event, the largest over the rounds (target: under 64 MiB beyond one 8 MiB chunk);
   3. the JVM's peak live heap (after a full GC, sampled every second, in separate untimed runs)
      while writing and reading a SMALL_MIB event and a MIB event (target: not growing with the
      event's size);
   4. read throughput: the large event streamed chunk by chunk vs the regular events read with
      ``read_events(...).toLocalIterator()`` (target >= 0.9x).
+1 and 4 alternate the baseline (the regular events) and ours for ``--rounds`` rounds after a
+warm-up round, each round on new streams (``bench/_common.alternate``); each round's ratio is the
+regular events' seconds / the large event's (a speed: > 1 means the large event is faster) and
+the measure is the median of the ratios, with min and max (targets on the median).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import threading
 import time
@@ -27,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pravega_spark as ps
+from bench._common import Seconds, alternate
 
 CHUNK = ps.MAX_EVENT_SIZE
 MIB = 1 << 20
@@ -119,6 +125,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mib", type=int, default=1024)
     p.add_argument("--small-mib", type=int, default=256)
+    p.add_argument("--rounds", type=int, default=5, help="1. and 4.: rounds after a warm-up round")
     p.add_argument("--root", default="/tmp/bench-large")
     p.add_argument("--heap-only", action="store_true", help="only the JVM heap measurements (3.)")
     p.add_argument("--skip-heap", action="store_true", help="skip the JVM heap measurements (3.)")
@@ -131,12 +138,7 @@ def main(argv=None) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     manager = ps.StreamManager(spark, a.root)
     manager.create_scope("bench")
-    for name in ("large", "regular"):
-        manager.create_stream("bench", name, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
     block = os.urandom(CHUNK)  # incompressible; the source's cost is not measured
-    regular = manager.create_event_writer("bench", "regular", writer_id="regular")
-    large = manager.create_event_writer("bench", "large", writer_id="large")
-
     # warm-up (JIT, table caches): one regular event and a small large event, not measured
     manager.create_stream("bench", "warm", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
     warm = manager.create_event_writer("bench", "warm", writer_id="warm")
@@ -144,50 +146,75 @@ def main(argv=None) -> int:
     write_large(warm, block, 24)
 
     if not a.heap_only:
-        timings(manager, regular, large, block, a.mib)
+        timings(manager, block, a.mib, a.rounds)
     if not a.skip_heap:
         heap_use(spark, manager, block, a.small_mib, a.mib)
     return 0
 
 
-def timings(manager, regular, large, block: bytes, mib: int) -> None:
-    """1., 2. and 4.: throughput against the regular events, and Python's RSS."""
+def timings(manager, block: bytes, mib: int, rounds: int) -> None:
+    """1., 2. and 4.: throughput against the regular events (new streams each round), and
+    Python's RSS."""
     n = mib * MIB // CHUNK
-    start = time.perf_counter()
-    for i in range(n):
-        regular.write_event(block, routing_key="cam-1")
-        if (i + 1) % 32 == 0:
-            print(f"  regular events: {i + 1}/{n} ({time.perf_counter() - start:.0f} s)", flush=True)
-    regular_write = time.perf_counter() - start
+    write_rss: list[int] = []
+    read_rss: list[int] = []
 
-    with PeakRss() as write_rss:
+    def stream(kind: str, r: int) -> str:
+        name = f"{kind}-{r}"
+        manager.create_stream("bench", name, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
+        return name
+
+    def write_regular(r: int) -> float:
+        writer = manager.create_event_writer("bench", stream("regular", r), writer_id="regular")
         start = time.perf_counter()
-        result = write_large(large, block, mib)
-        large_write = time.perf_counter() - start
-    assert result.byte_count == 8 + mib * MIB
-    print(f"write: one {mib} MiB event {large_write:.1f} s ({mib / large_write:.1f} MiB/s) vs "
-          f"{n} regular 8 MiB events {regular_write:.1f} s ({mib / regular_write:.1f} MiB/s): "
-          f"{regular_write / large_write:.2f}x (target >= 0.9x); its commit() took {COMMIT_SECONDS[-1]:.2f} s "
-          "(the last chunk staged, then one metadata-only commit)")
+        for _ in range(n):
+            writer.write_event(block, routing_key="cam-1")
+        return Seconds(time.perf_counter() - start)
 
-    start = time.perf_counter()
-    got = 0
-    for row in manager.read_events("bench", "regular").select("event").toLocalIterator():
-        got += len(row[0])
-    regular_read = time.perf_counter() - start
-    assert got == mib * MIB, got
-    pointer = manager.read_events("bench", "large").select("scope", "stream", "segment_id", "offset").first()
-    with PeakRss() as read_rss:
+    def write_one_large(r: int) -> float:
+        writer = manager.create_event_writer("bench", stream("large", r), writer_id="large")
+        with PeakRss() as peak:
+            start = time.perf_counter()
+            result = write_large(writer, block, mib)
+            seconds = time.perf_counter() - start
+        assert result.byte_count == 8 + mib * MIB
+        write_rss.append(peak.growth)
+        return Seconds(seconds)
+
+    print(f"write: one {mib} MiB event vs {n} regular 8 MiB events", flush=True)
+    alternate((f"{n} regular events", write_regular), (f"one {mib} MiB event", write_one_large),
+              rounds=rounds, label="write", targets=0.9)
+    print(f"  its commit(): median {statistics.median(COMMIT_SECONDS[1:]):.2f} s (the last chunk staged, then one "
+          "metadata-only commit)")
+
+    def read_regular(r: int) -> float:
         start = time.perf_counter()
-        got = read_large(manager, pointer)
-        large_read = time.perf_counter() - start
-    assert got == mib * MIB, got
-    print(f"read: the {mib} MiB event streamed {large_read:.1f} s ({mib / large_read:.1f} MiB/s) vs "
-          f"{n} regular events {regular_read:.1f} s ({mib / regular_read:.1f} MiB/s): "
-          f"{regular_read / large_read:.2f}x (target >= 0.9x)")
-    print(f"Python peak RSS growth: writing {write_rss.growth / MIB:.0f} MiB, stream-reading "
-          f"{read_rss.growth / MIB:.0f} MiB (target: under {64 + CHUNK // MIB} MiB = one chunk + 64 MiB)")
+        got = 0
+        for row in manager.read_events("bench", f"regular-{r}").select("event").toLocalIterator():
+            got += len(row[0])
+        seconds = time.perf_counter() - start
+        assert got == mib * MIB, got
+        return Seconds(seconds)
 
+    def read_one_large(r: int) -> float:
+        pointer = manager.read_events("bench", f"large-{r}").select("scope", "stream", "segment_id", "offset").first()
+        with PeakRss() as peak:
+            start = time.perf_counter()
+            got = read_large(manager, pointer)
+            seconds = time.perf_counter() - start
+        assert got == mib * MIB, got
+        read_rss.append(peak.growth)
+        for kind in ("regular", "large"):  # the disk back
+            manager.seal_stream("bench", f"{kind}-{r}")
+            manager.delete_stream("bench", f"{kind}-{r}")
+        return Seconds(seconds)
+
+    print(f"read: the {mib} MiB event streamed vs {n} regular events", flush=True)
+    alternate((f"{n} regular events", read_regular), (f"one {mib} MiB event", read_one_large),
+              rounds=rounds, label="read", targets=0.9)
+    print(f"Python peak RSS growth, the largest of {len(write_rss)} rounds (warm-up included): writing "
+          f"{max(write_rss) / MIB:.0f} MiB, stream-reading {max(read_rss) / MIB:.0f} MiB (target: under "
+          f"{64 + CHUNK // MIB} MiB = one chunk + 64 MiB)")
 
 
 def heap_use(spark, manager, block: bytes, small_mib: int, large_mib: int) -> None:

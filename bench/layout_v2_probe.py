@@ -1,9 +1,11 @@
 """Issue #17 probe: can an append lay out offsets in one pass, with no shuffle?
 
-    .venv/bin/python bench/layout_v2_probe.py [--events 1000000] [--size 200] [--rounds 3]
+    .venv/bin/python bench/layout_v2_probe.py [--events 1000000] [--size 200] [--rounds 5]
 
 Same rows, same routing (4 segments), same partitioning (``segment_id``), Delta appends, in one
-process, alternating, best and median of ROUNDS:
+process, alternating for ROUNDS rounds after a warm-up round (``bench/_common.alternate``); each
+round's ratio is raw seconds / the variant's (a speed: > 1 means the variant is faster), and each
+variant's measure is the median of its ratios, with min and max:
 
   raw        the routed rows appended as they are (the baseline of bench/append_read.py);
   window     today's layout: absolute offsets from a running sum over a window per segment
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import sys
 from pathlib import Path
 
@@ -41,7 +42,7 @@ from pyspark.sql.functions import arrow_udf, pandas_udf
 from pyspark.sql.types import LongType, StructField, StructType
 
 import pravega_spark as ps
-from bench._common import source, timed
+from bench._common import alternate, source
 from pravega_spark.routing import with_key_position, with_segment_id
 from pravega_spark.segments import SegmentRecord
 
@@ -118,7 +119,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", default="10000", help="spark.sql.execution.arrow.maxRecordsPerBatch")
     parser.add_argument("--root", default="/tmp/bench-layout-v2")
     args = parser.parse_args(argv)
@@ -152,17 +153,10 @@ def main(argv=None) -> int:
         "arrow-narrow": lambda: routed.select("segment_id", "event").mapInArrow(
             narrow_offsets, StructType([routed.schema["segment_id"], StructField("rel_next_offset", LongType())])).agg(F.max("rel_next_offset")).collect(),
     }
-    for fn in variants.values():  # warm-up (JIT, Python workers)
-        fn()
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(args.rounds):
-        for name, fn in variants.items():
-            times[name].append(timed(fn))
-    raw = min(times["raw"])
     print(f"{args.events} events of ~{args.size} B, 4 segments, {spark.sparkContext.defaultParallelism} cores")
-    for name, ts in times.items():
-        print(f"  {name:13s} best {min(ts):6.2f}s median {statistics.median(ts):6.2f}s "
-              f"(runs {', '.join(f'{t:.2f}' for t in ts)}) -> {raw / min(ts):.2f}x raw (best/best)")
+    raw = variants.pop("raw")
+    alternate(("raw", lambda r: raw()), [(name, lambda r, fn=fn: fn()) for name, fn in variants.items()],
+              rounds=args.rounds)
     # a file's relative offsets: from 0, contiguous, totals = bytes
     files = (spark.read.format("delta").load(f"{args.root}/arrow")
              .groupBy(F.input_file_name().alias("file"), "segment_id")

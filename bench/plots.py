@@ -2,8 +2,8 @@
 
 A synthetic history in one process (no store: the drawing is what is measured): 500 epochs of
 alternating splits and merges over 4-5 open segments (753 segment boxes), drawn with
-``plots.epochs_figure`` and saved as a PNG, ``--runs`` times; best and spread printed against
-the target (2 s).
+``plots.epochs_figure`` and saved as a PNG, ``--runs`` times after a warm-up run; the median
+(with min and max) is printed against the target (median <= 2 s). No baseline: an absolute time.
 
 Usage: ``.venv/bin/python bench/plots.py [--runs 5] [--epochs 500]``
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import statistics
 import sys
 import time
 from datetime import datetime, timedelta
@@ -56,13 +57,16 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     records = history(args.epochs)
     times = []
-    for _ in range(args.runs):
+    for _ in range(args.runs + 1):  # the first warms up
         start = time.perf_counter()
         figure = plots.epochs_figure("bench/s", records)
         figure.savefig(io.BytesIO(), format="png", dpi=110)
         times.append(time.perf_counter() - start)
-    print(f"{args.epochs} epochs, {len(records)} segments: draw + PNG best {min(times):.2f} s "
-          f"(spread {min(times):.2f}-{max(times):.2f} s over {args.runs} runs; target <= 2 s)")
+    times = times[1:]
+    median = statistics.median(times)
+    print(f"{args.epochs} epochs, {len(records)} segments: draw + PNG median {median:.2f} s (min {min(times):.2f} s, "
+          f"max {max(times):.2f} s over {args.runs} runs after a warm-up; runs "
+          f"{', '.join(f'{t:.2f}' for t in times)}): target <= 2 s {'met' if median <= 2 else 'not met'}")
     return 0
 
 

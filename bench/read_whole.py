@@ -7,15 +7,17 @@ lengths), ``routing_key``, ``segment_id`` and ``offset``, against ``spark.read.f
 of the events table filtered to event rows, aggregated the same way. 1,010,000 events of ~200 B
 over 4 segments, no large event (issue #17's read target: >= 0.8x, warm and cold).
 
-Warm: alternating in one process, after one run of each. Cold: each variant's first query in a
-fresh process (JVM start excluded: the session is created before the clock starts).
+Warm: alternating in one process. Cold: each variant's first query in a fresh process (JVM start
+excluded: the session is created before the clock starts), alternating. Both follow
+``bench/_common.alternate``: ``--rounds`` rounds (>= 5) after a warm-up round, each round's ratio
+raw seconds / read_events' (a speed: > 1 means read_events is faster), the measure the median of
+the ratios, with min and max (targets on the median).
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -26,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark.sql import functions as F
 
 import pravega_spark as ps
-from bench._common import source
+from bench._common import Seconds, alternate, source
 
 SCOPE, STREAM = "bench", "read"
 
@@ -76,29 +78,30 @@ def main(argv=None) -> int:
     source_df = source(manager.spark, args.events, args.size)
     manager.create_event_writer(SCOPE, STREAM, writer_id="bench").write_events(source_df)
     fns = variants(manager)
-    results = {name: fn() for name, fn in fns.items()}  # warm-up, and the same answer
-    assert results["raw"] == results["read_events"], results
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(args.rounds):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    print(f"{args.events} events of ~{args.size} B, 4 segments; aggregate of event, routing_key, segment_id, offset")
-    for name, ts in times.items():
-        print(f"  warm {name:12s} median {statistics.median(ts):.2f}s best {min(ts):.2f}s "
-              f"(runs {', '.join(f'{t:.2f}' for t in ts)})")
-    warm = statistics.median(times["raw"]) / statistics.median(times["read_events"])
-    cold_times = {name: [] for name in fns}
-    for _ in range(3):
-        for name in fns:
+    first = {}
+
+    def warm(name):
+        def run(r: int):
+            result = fns[name]()
+            if r == 0:  # the warm-up round: both give the same answer
+                first[name] = result
+                assert len(first) < 2 or first["raw"] == first["read_events"], first
+        return run
+
+    def cold_run(name):
+        def run(r: int) -> float:
             out = subprocess.run([sys.executable, __file__, "--root", args.root, "--cold", name],
                                  capture_output=True, text=True, check=True).stdout.split()
-            cold_times[name].append(float(out[-1]))
-    for name, ts in cold_times.items():
-        print(f"  cold {name:12s} median {statistics.median(ts):.2f}s (runs {', '.join(f'{t:.2f}' for t in ts)})")
-    cold_ratio = statistics.median(cold_times["raw"]) / statistics.median(cold_times["read_events"])
-    print(f"read_events vs raw: warm {warm:.2f}x, cold {cold_ratio:.2f}x (medians; target >= 0.8x)")
+            return Seconds(float(out[-1]))
+        return run
+
+    print(f"{args.events} events of ~{args.size} B, 4 segments; aggregate of event, routing_key, segment_id, offset")
+    print("warm (one process):", flush=True)
+    alternate(("raw", warm("raw")), ("read_events", warm("read_events")), rounds=args.rounds, label="warm",
+              targets=0.8)
+    print("cold (each query the first of a new process):", flush=True)
+    alternate(("raw", cold_run("raw")), ("read_events", cold_run("read_events")), rounds=args.rounds,
+              label="cold", targets=0.8)
     return 0
 
 

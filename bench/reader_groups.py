@@ -160,7 +160,7 @@ def processes(manager, root: str, args) -> None:
     from pyspark.sql import functions as F
 
     import pravega_spark as ps
-    from bench._common import alternate
+    from bench._common import Seconds, alternate
 
     spark, base = manager.spark, Path(root).parent
     ids = sorted(r.segment_id for r in manager.segments(SCOPE, STREAM).collect())
@@ -181,7 +181,7 @@ def processes(manager, root: str, args) -> None:
         got = run_pair(procs, go, setups["copy"], t0)
         check(sink)
         print(f"    {'warm-up' if r == 0 else f'round {r}'}, the copies: " + "; ".join(f"{g['end'] - g['start']:.2f} s" for g in got), flush=True)
-        return span(got)
+        return Seconds(span(got))
 
     def group(r: int) -> float:
         go, sink, t0, name = base / f"go-readers-{r}", f"{base}/sink-{r}", time.perf_counter(), f"drain-{r}"
@@ -196,7 +196,7 @@ def processes(manager, root: str, args) -> None:
         print(f"    {'warm-up' if r == 0 else f'round {r}'}, the readers: " + "; ".join(
             f"{g['end'] - g['start']:.2f} s ({g['calls']} calls: read_next {g['read_next_s']:.2f} s, sink writes "
             f"{g['write_s']:.2f} s)" for g in got), flush=True)
-        return span(got)
+        return Seconds(span(got))
 
     print(f"(a) {args.events:,} events of ~{args.size} B, 4 segments: 2 reader processes in one group, each "
           f"writing through the group's sink, vs the same 2 processes ({READER_MASTER} each) copying their halves "
@@ -213,7 +213,7 @@ def threaded(manager, root: str, args) -> None:
     from pyspark.sql import functions as F
 
     import pravega_spark as ps
-    from bench._common import alternate, source
+    from bench._common import Seconds, alternate, source
 
     spark, base = manager.spark, Path(root).parent
     manager.create_stream(SCOPE, "threads", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
@@ -234,7 +234,7 @@ def threaded(manager, root: str, args) -> None:
          .write.format("delta").mode("append").save(path))
         seconds = time.perf_counter() - start
         check(path)
-        return seconds
+        return Seconds(seconds)
 
     def two_readers(r: int) -> float:
         start, name, path = time.perf_counter(), f"threads-{r}", f"{base}/t-sink-{r}"
@@ -263,7 +263,7 @@ def threaded(manager, root: str, args) -> None:
             t.join()
         seconds = time.perf_counter() - start
         check(path)
-        return seconds
+        return Seconds(seconds)
 
     print(f"(b) {args.threaded_events:,} events: 2 readers of one process (threads) in one group into the group's "
           "sink vs one read_events into a Delta table", flush=True)

@@ -3,12 +3,15 @@
     .venv/bin/python bench/retention.py [--root /tmp/pravega-bench-retention] [--skip-lower-bound]
                                         [--skip-truncation]
 
-Prints, in the same process:
+Prints, in the same process, each comparison alternating for ``--rounds`` rounds (>= 5) after a
+warm-up round (``bench/_common.alternate``), each round's ratio printed, the measure the MEDIAN
+of the per-round ratios with min and max (targets on the median). Both ratios are costs (the
+larger case's seconds / the smaller's: < 1 means the larger case is cheaper):
   1. the lower bound over N subscriber cuts x 64 segments, the cuts spread over 3 epochs, for
-     N = 10, 1,000 and 10,000 (best of 3 each), and the growth 10,000 / 1,000
-     (target: under 2x per 10x more subscribers beyond the fixed job overhead, the N = 10 time);
-  2. a truncation that deletes 100 sealed segments vs one that deletes 1 (best of 3 fresh streams
-     each; target: under 2x), with the data files each rewrote (target: 0).
+     N = 1,000, 10 and 10,000 in each round, and the growth 10,000 / 1,000, plain and beyond the
+     fixed job overhead (the round's N = 10 time) (target: under 2x beyond the overhead);
+  2. a truncation that deletes 100 sealed segments vs one that deletes 1 (fresh streams each
+     round; target: under 2x), with the data files each rewrote (target: 0).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from delta.tables import DeltaTable
 
 import pravega_spark as ps
+from bench._common import COST, Ratios, Seconds, alternate
 from pravega_spark.scaling import apply_transition, plan_scale
 from pravega_spark.schema import EVENTS_PARTITIONS, EVENTS_SCHEMA, SEGMENTS_SCHEMA
 from pravega_spark.segments import epoch_members, initial_segments
@@ -65,17 +69,7 @@ def subscriber_rows(records, subscribers: int, seed: int = 7):
     return rows
 
 
-def timed(fn, repeat: int = 3):
-    best, result = None, None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        result = fn()
-        elapsed = time.perf_counter() - t
-        best = elapsed if best is None else min(best, elapsed)
-    return best, result
-
-
-def bench_lower_bound(spark) -> None:
+def bench_lower_bound(spark, rounds: int) -> None:
     records = three_epochs()
     segments = spark.createDataFrame(
         [(r.segment_id, r.segment_number, r.creation_epoch, r.key_start, r.key_end, r.creation_time,
@@ -84,18 +78,29 @@ def bench_lower_bound(spark) -> None:
     warm = spark.createDataFrame(subscriber_rows(records, 100), "subscriber string, segment_id long, offset long")
     for _ in range(3):
         lower_bound_cut(warm, segments=segments, stream="bench/lb")  # JIT and plan warm-up
-    times = {}
+    cuts = {}
     for n in (10, 1_000, 10_000):
-        cuts = spark.createDataFrame(subscriber_rows(records, n), "subscriber string, segment_id long, offset long")
-        cuts = cuts.cache()
-        cuts.count()
-        times[n], bound = timed(lambda c=cuts: lower_bound_cut(c, segments=segments, stream="bench/lb"))
-        cuts.unpersist()
-        print(f"  {n:6,d} subscribers x {SEGMENTS} segments ({n * SEGMENTS:9,d} cut rows): "
-              f"{times[n] * 1000:8.1f} ms, lower bound of {len(bound.positions)} segments")
-    print(f"  growth 10,000 / 1,000 subscribers: {times[10_000] / times[1_000]:.2f}x "
-          f"(beyond the {times[10] * 1000:.0f} ms fixed overhead: "
-          f"{max(times[10_000] - times[10], 1e-9) / max(times[1_000] - times[10], 1e-9):.2f}x; target < 2x)")
+        cuts[n] = spark.createDataFrame(subscriber_rows(records, n), "subscriber string, segment_id long, offset long")
+        cuts[n] = cuts[n].cache()
+        cuts[n].count()
+
+    def bound(n: int):
+        def run(r: int) -> None:
+            result = lower_bound_cut(cuts[n], segments=segments, stream="bench/lb")
+            assert len(result.positions) > 0
+        return run
+
+    out = alternate(("1,000 subscribers", bound(1_000)),
+                    [("10 subscribers", bound(10)), ("10,000 subscribers", bound(10_000))],
+                    rounds=rounds, label="lower bound", orientation=COST, report=False)
+    out["10,000 subscribers"].report("  ")
+    fixed = out["10 subscribers"].times["10 subscribers"]
+    t1k, t10k = out["10,000 subscribers"].times["1,000 subscribers"], out["10,000 subscribers"].times["10,000 subscribers"]
+    Ratios("lower bound: growth 10,000 / 1,000 subscribers beyond the fixed overhead (the round's 10-subscriber time)",
+           [max(b - f, 1e-9) / max(a - f, 1e-9) for a, b, f in zip(t1k, t10k, fixed, strict=True)], COST, 2.0,
+           "ratio = (10,000 s - 10 s) / (1,000 s - 10 s), < 1: 10,000 cheaper", show_rounds=True).report("  ")
+    for n in cuts.values():
+        n.unpersist()
 
 
 def truncation_with_deletes(manager, name: str, deleted: int) -> tuple[float, int, int]:
@@ -136,21 +141,24 @@ def truncation_with_deletes(manager, name: str, deleted: int) -> tuple[float, in
     return elapsed, rewritten, removed
 
 
-def bench_truncation(spark, root: str, rounds: int = 3) -> None:
+def bench_truncation(spark, root: str, rounds: int) -> None:
     manager = ps.StreamManager(spark, root)
     manager.create_scope("bench")
-    truncation_with_deletes(manager, "warm", 1)
-    results = {1: [], 100: []}
-    for r in range(rounds):
-        for deleted in (1, 100):
-            results[deleted].append(truncation_with_deletes(manager, f"t{deleted}-{r}", deleted))
-    for deleted, runs in results.items():
-        best = min(runs)
-        print(f"  truncation deleting {deleted:3d} sealed segments: {best[0]:6.2f} s "
-              f"(files removed {best[2]}, data files rewritten {best[1]})")
-    ratio = min(results[100])[0] / min(results[1])[0]
-    rewritten = sum(x[1] for runs in results.values() for x in runs)
-    print(f"  ratio 100 / 1 segments: {ratio:.2f}x (target < 2x); data files rewritten in all runs: {rewritten}")
+    files = {1: [], 100: []}
+
+    def truncation(deleted: int):
+        def run(r: int) -> float:
+            elapsed, rewritten, removed = truncation_with_deletes(manager, f"t{deleted}-{r}", deleted)
+            files[deleted].append((rewritten, removed))
+            return Seconds(elapsed)
+        return run
+
+    alternate(("deleting 1 sealed segment", truncation(1)), ("deleting 100 sealed segments", truncation(100)),
+              rounds=rounds, label="truncation", orientation=COST, targets=2.0)
+    rewritten = sum(x[0] for runs in files.values() for x in runs)
+    print(f"  files removed per truncation: deleting 1: {sorted({x[1] for x in files[1]})}, deleting 100: "
+          f"{sorted({x[1] for x in files[100]})}; data files rewritten in all runs: {rewritten} (target 0: "
+          f"{'met' if rewritten == 0 else 'not met'})")
 
 
 def main(argv=None) -> int:
@@ -158,15 +166,16 @@ def main(argv=None) -> int:
     p.add_argument("--root", default="/tmp/pravega-bench-retention")
     p.add_argument("--skip-lower-bound", action="store_true")
     p.add_argument("--skip-truncation", action="store_true")
+    p.add_argument("--rounds", type=int, default=5, help="rounds after a warm-up round")
     a = p.parse_args(argv)
     shutil.rmtree(a.root, ignore_errors=True)
     spark = ps.spark_session(**{"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "4"})
     if not a.skip_lower_bound:
-        print("subscribers' lower bound (best of 3)")
-        bench_lower_bound(spark)
+        print("subscribers' lower bound")
+        bench_lower_bound(spark, a.rounds)
     if not a.skip_truncation:
-        print("truncation (best of 3 fresh streams each)")
-        bench_truncation(spark, a.root)
+        print("truncation (fresh streams each round)")
+        bench_truncation(spark, a.root, a.rounds)
     return 0
 
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark.sql import functions as F
 
 import pravega_spark as ps
-from bench._common import alternate, fresh_store, source
+from bench._common import Seconds, alternate, fresh_store, source
 
 SCOPE, STREAM = "bench", "stream"
 
@@ -136,7 +136,7 @@ def main() -> None:
                 seconds = fn(manager, out, plain)
                 rows = spark.read.format("delta").load(f"{out}/sink").count()
                 assert rows == a.events, (name, rows)
-                return seconds
+                return Seconds(seconds)
             return run
 
         print(f"drain of {a.events:,} events into a {kind}:", flush=True)

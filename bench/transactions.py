@@ -1,13 +1,18 @@
 """Transaction throughput and idempotent-retry cost, against plain writes in the same process.
 
-    .venv/bin/python bench/transactions.py [--txns 100] [--events 10000] [--size 100] [--root /tmp/bench-txn]
+    .venv/bin/python bench/transactions.py [--txns 100] [--events 10000] [--size 100] [--rounds 5]
+                                           [--retry-rounds 10] [--root /tmp/bench-txn]
 
-Prints:
+Prints, each comparison alternating for its rounds after a warm-up round
+(``bench/_common.alternate``), each round's ratio printed, the measure the MEDIAN of the
+per-round ratios with min and max (targets on the median):
   1. TXNS transactions of EVENTS events each (begin, write_events, commit) vs the same events
-     written as TXNS plain ``write_events`` calls, on two fresh 4-segment streams (target: the
-     transactional throughput is at least 0.8x the plain one);
-  2. an idempotent write of EVENTS events vs its skipped retry (same writer id and write number)
-     (target: the retry costs under 10% of the write).
+     written as TXNS plain ``write_events`` calls, on two fresh 4-segment streams, in ROUNDS
+     rounds of TXNS/ROUNDS of each (and a warm-up round as large); ratio = plain seconds /
+     transactions' = the transactional throughput / the plain one, a speed (target >= 0.8x);
+  2. an idempotent write of EVENTS events vs its skipped retry (same writer id and write number),
+     RETRY-ROUNDS rounds; ratio = retry seconds / write's, a cost (target: under 0.1x, the retry
+     costs under 10% of the write).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark.sql import functions as F
 
 import pravega_spark as ps
+from bench._common import COST, alternate
 
 
 def batch(spark, index: int, events: int, size: int):
@@ -42,6 +48,8 @@ def main(argv=None) -> int:
     p.add_argument("--txns", type=int, default=100)
     p.add_argument("--events", type=int, default=10_000)
     p.add_argument("--size", type=int, default=100)
+    p.add_argument("--rounds", type=int, default=5, help="1.: rounds after a warm-up round")
+    p.add_argument("--retry-rounds", type=int, default=10, help="2.: rounds after a warm-up round")
     p.add_argument("--root", default="/tmp/bench-txn")
     a = p.parse_args(argv)
     shutil.rmtree(a.root, ignore_errors=True)
@@ -53,7 +61,7 @@ def main(argv=None) -> int:
         manager.create_stream("bench", name, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
     plain = manager.create_event_writer("bench", "plain", writer_id="plain")
     txw = manager.create_transactional_writer("bench", "txn", writer_id="txn")
-    batches = [batch(spark, i, a.events, a.size) for i in range(a.txns)]
+    batches = [batch(spark, i, a.events, a.size) for i in range(max(1, a.txns // a.rounds) * (a.rounds + 1))]
 
     def write_plain(df):
         plain.write_events(df)
@@ -70,38 +78,35 @@ def main(argv=None) -> int:
         for name, took in zip(steps, (t1 - t0, t2 - t1, time.perf_counter() - t2), strict=True):
             steps[name].append(took)
 
-    for fn in (write_plain, write_txn):  # warm-up (JIT, caches), not measured
-        fn(batches[0])
-    totals = {"plain": 0.0, "txn": 0.0}
-    for i, df in enumerate(batches):  # interleaved, so both see the same machine state
-        for name, fn in (("plain", write_plain), ("txn", write_txn)):
-            start = time.perf_counter()
-            fn(df)
-            totals[name] += time.perf_counter() - start
-        if (i + 1) % 10 == 0:
-            print(f"  {i + 1}/{a.txns}: plain {totals['plain']:.1f} s, transactions {totals['txn']:.1f} s", flush=True)
-    n = a.txns * a.events
-    plain_rate, txn_rate = n / totals["plain"], n / totals["txn"]
-    print(f"{a.txns} transactions x {a.events:,} events: {txn_rate:,.0f} events/s "
-          f"({totals['txn'] / a.txns:.2f} s per txn: begin + write + commit)")
-    print(f"same events, {a.txns} plain writes: {plain_rate:,.0f} events/s ({totals['plain'] / a.txns:.2f} s per write)")
-    print(f"transactional / plain throughput: {txn_rate / plain_rate:.2f}x (target >= 0.8x)")
-    print("  per transaction (medians): " + ", ".join(f"{k} {statistics.median(v) * 1000:.0f} ms" for k, v in steps.items()))
+    per_round = max(1, a.txns // a.rounds)
+
+    def writes(fn):
+        def run(r: int) -> None:
+            for i in range(r * per_round, (r + 1) * per_round):
+                fn(batches[i % len(batches)])
+        return run
+
+    n = per_round * a.events
+    print(f"{per_round} transactions x {a.events:,} events per round vs the same events as {per_round} plain writes",
+          flush=True)
+    alternate(("plain writes", writes(write_plain)), ("transactions", writes(write_txn)), rounds=a.rounds,
+              label="transactional vs plain throughput", targets=0.8)
+    print(f"  ({n:,} events per side per round; per transaction, medians: "
+          + ", ".join(f"{k} {statistics.median(v) * 1000:.0f} ms" for k, v in steps.items()) + ")")
 
     idem = manager.create_event_writer("bench", "idem", writer_id="idem")
-    writes, retries = [], []
-    for number in range(10):
-        df = batches[number % len(batches)]
-        start = time.perf_counter()
-        first = idem.write_events(df, write_number=number)
-        writes.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        retry = idem.write_events(df, write_number=number)
-        retries.append(time.perf_counter() - start)
-        assert first.event_count == a.events and retry.event_count == 0
-    w, r = statistics.median(writes), statistics.median(retries)
-    print(f"idempotent write of {a.events:,} events: {w * 1000:.0f} ms; skipped retry: {r * 1000:.0f} ms "
-          f"-> {r / w:.1%} of the write (target < 10%)")
+    firsts = {}
+
+    def first_write(r: int) -> None:
+        firsts[r] = idem.write_events(batches[r % len(batches)], write_number=r)
+        assert firsts[r].event_count == a.events
+
+    def retry(r: int) -> None:
+        assert idem.write_events(batches[r % len(batches)], write_number=r).event_count == 0
+
+    print(f"idempotent write of {a.events:,} events vs its skipped retry", flush=True)
+    alternate(("write", first_write), ("skipped retry", retry), rounds=a.retry_rounds, label="idempotent retry",
+              orientation=COST, targets=0.1)
     return 0
 
 

@@ -1,19 +1,20 @@
 """validate_stream vs a plain read_events(...).count() of the same stream.
 
-    .venv/bin/python bench/validate.py [--events 1000000] [--size 200] [--rounds 3] [--root /tmp/bench-validate]
+    .venv/bin/python bench/validate.py [--events 1000000] [--size 200] [--rounds 5] [--root /tmp/bench-validate]
 
 Builds a stream of N events (~SIZE bytes, 10,000 keys) over 3 epochs (2 segments; a split of one;
-a merge of two), then times, in the same process and alternating, ``read_events().count()`` and
-``validate_stream`` (every Great Expectations suite of the stream's invariants). Target:
-validate_stream <= 3x the count. The first validation of a process also imports Great
-Expectations (a few seconds): it is reported apart, as "cold".
+a merge of two), then times, in the same process and alternating for ROUNDS rounds after a
+warm-up round (``bench/_common.alternate``), ``read_events().count()`` and ``validate_stream``
+(every Great Expectations suite of the stream's invariants). Each round's ratio is validate's
+seconds / the count's (a cost: < 1 means validate is cheaper); target: the median ratio <= 3x.
+The first validation of a process also imports Great Expectations (a few seconds): it is
+reported apart, as "cold", before the rounds.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -22,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 import pravega_spark as ps
-from bench._common import source
+from bench._common import COST, alternate, source
 
 TARGET = 3.0
 
@@ -45,7 +46,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--root", default="/tmp/bench-validate")
     args = parser.parse_args(argv)
     shutil.rmtree(args.root, ignore_errors=True)
@@ -62,23 +63,17 @@ def main(argv=None) -> int:
     cold = manager.validate_stream("bench", "validate")
     cold_t = time.perf_counter() - t
     assert cold.success, str(cold)
-    count_times, validate_times = [], []
-    for _ in range(args.rounds):
-        t = time.perf_counter()
-        n = manager.read_events("bench", "validate").count()
-        count_times.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        result = manager.validate_stream("bench", "validate")
-        validate_times.append(time.perf_counter() - t)
-        assert n == args.events and result.success and result.counts["event"] == args.events
-    count_t, validate_t = statistics.median(count_times), statistics.median(validate_times)
-    print(f"read_events().count(): median {count_t:.2f}s (runs {', '.join(f'{x:.2f}' for x in count_times)})")
-    print(f"validate_stream:       median {validate_t:.2f}s (runs {', '.join(f'{x:.2f}' for x in validate_times)}); "
-          f"cold (first of the process, with the Great Expectations import) {cold_t:.2f}s")
-    ratio = validate_t / count_t
-    print(f"validate_stream / count: {ratio:.2f}x (target <= {TARGET:.0f}x): {'OK' if ratio <= TARGET else 'MISSED'}")
-    return 0 if ratio <= TARGET else 1
+    def count(r: int) -> None:
+        assert manager.read_events("bench", "validate").count() == args.events
 
+    def validate(r: int) -> None:
+        result = manager.validate_stream("bench", "validate")
+        assert result.success and result.counts["event"] == args.events
+
+    print(f"cold validate_stream (first of the process, with the Great Expectations import): {cold_t:.2f}s")
+    out = alternate(("read_events().count()", count), ("validate_stream", validate), rounds=args.rounds,
+                    orientation=COST, targets=TARGET)
+    return 0 if out["validate_stream"].met else 1
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,7 +16,7 @@ pictures: setup
 # the local suite (tests marked `cluster` run in the cluster tier instead), then the cluster,
 # Spark Connect and object-store tiers, each in its own pytest invocation (scripts/test_tiers.sh)
 test: setup
-	$(PY) -m pytest -m "not cluster" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not cluster and not s3" $(PYTEST_ARGS)
 	bash scripts/test_tiers.sh all $(PYTEST_ARGS)
 
 test-fast: setup

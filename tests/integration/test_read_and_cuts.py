@@ -20,8 +20,6 @@ def _write(writer, spark, prefix, n, keys=4):
 
 
 @pytest.mark.connect
-@pytest.mark.cluster
-@pytest.mark.s3
 def test_read_between_cuts_across_a_scale(manager, spark, stream2):
     scope, stream = stream2
     writer = manager.create_event_writer(scope, stream)

@@ -86,8 +86,6 @@ def test_split_and_merge_successors_are_read_after_predecessors_from_offset_zero
 
 
 @pytest.mark.connect
-@pytest.mark.cluster
-@pytest.mark.s3
 def test_two_readers_share_segments_then_offline_with_a_position_and_rejoin(manager, stream2):
     manager.scale_stream("iot", "sensors", [0, 1], [(0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0)])
     start = manager.tail_stream_cut("iot", "sensors")  # the four new segments, at 0

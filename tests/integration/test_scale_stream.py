@@ -12,8 +12,6 @@ from tests.helpers import events_rows, table_versions
 
 
 @pytest.mark.connect
-@pytest.mark.cluster
-@pytest.mark.s3
 def test_split_then_merge_records_epochs_and_successors(manager, spark, stream2):
     scope, stream = stream2
     writer = manager.create_event_writer(scope, stream)

@@ -50,8 +50,6 @@ def _delete_commits(spark, root):
             .where("operation = 'DELETE'").orderBy("version").collect())
 
 
-@pytest.mark.cluster
-@pytest.mark.s3
 def test_truncation_across_epochs(spark, root, manager, history):
     _, cuts = history
     records = manager.controller.store.segment_records("iot", "sensors")

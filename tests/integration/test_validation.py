@@ -64,8 +64,6 @@ def rich(spark, rich_template, tmp_path):
     return ps.StreamManager(spark, root)
 
 
-@pytest.mark.cluster
-@pytest.mark.s3
 @pytest.mark.slow
 def test_every_expectation_holds_on_a_stream_that_went_through_everything(spark, rich, tmp_path):
     result = rich.validate_stream("iot", "sensors")

@@ -28,7 +28,6 @@ def _contiguous(rows):
 
 @pytest.mark.connect
 @pytest.mark.cluster
-@pytest.mark.s3
 def test_write_events_routes_frames_and_reports(manager, spark, root, stream2):
     scope, stream = stream2
     df = spark.createDataFrame([(f"dev-{i % 7}", f"payload-{i}") for i in range(50)], "device string, body string")
@@ -151,7 +150,6 @@ def test_place_files_lays_out_task_extents_in_rank_order_after_the_tails():
 
 
 @pytest.mark.cluster
-@pytest.mark.s3
 @pytest.mark.slow
 def test_small_and_parallel_write_paths_lay_out_the_same_offsets(manager, spark, stream2, monkeypatch):
     """A few in-memory events are routed and framed in this process; more are written by one

@@ -41,6 +41,7 @@ def _traffic(spark, per_tick: dict[int, list[int]], now: datetime, amount: str =
     return spark.createDataFrame(rows, "segment_id long, time timestamp, events long, bytes long")
 
 
+@pytest.mark.slow
 def test_rates_follow_pravegas_recurrence_tick_by_tick(spark):
     rng = random.Random(7)
     now = T0 + timedelta(hours=1)

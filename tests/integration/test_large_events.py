@@ -218,6 +218,7 @@ def test_abort_close_and_oversize_leave_nothing_and_remove_staged_data(spark, ro
     assert manager.read_events("iot", "sensors").count() == 0
 
 
+@pytest.mark.slow
 def test_commit_after_a_scale_goes_to_the_successor(spark, root, manager, stream2):
     writer = manager.create_event_writer("iot", "sensors", writer_id="w")
     event = writer.stream_event("key-0", chunk_size=MIB)

@@ -66,6 +66,7 @@ def test_create_get_list_delete_and_bad_input_changes_nothing(manager, stream2):
         manager.reader_group("iot", "analytics")
 
 
+@pytest.mark.slow
 def test_split_and_merge_successors_are_read_after_predecessors_from_offset_zero(manager, stream2):
     _write(manager, 0)
     manager.create_reader_group("iot", "g", ps.ReaderGroupConfig({S: "earliest"}))
@@ -112,6 +113,7 @@ def test_two_readers_share_segments_then_offline_with_a_position_and_rejoin(mana
     assert sizes == [2, 2]
 
 
+@pytest.mark.slow
 def test_offline_without_a_position_rereads_from_the_last_checkpoint(manager, stream2, root):
     _write(manager, 0)
     manager.create_reader_group("iot", "g", ps.ReaderGroupConfig(  # no automatic checkpoint: a slow machine's

@@ -233,6 +233,7 @@ def _overtake(manager, sink, first, release, a: list[bytes]) -> tuple[list[bytes
     return delivered, c
 
 
+@pytest.mark.slow
 def test_truncations_under_a_running_query_above_and_below_its_position(manager, stream2, tmp_path, caplog):
     """A running query, held inside its first batch, is overtaken by a truncation: its later
     batches skip what was truncated (counted, warned) and go on from the head. A truncation
@@ -257,6 +258,7 @@ def test_truncations_under_a_running_query_above_and_below_its_position(manager,
     sink.check_key_order()
 
 
+@pytest.mark.slow
 def test_a_head_sink_query_overtaken_by_a_truncation_drops_exactly_the_truncated_events(manager, stream2, tmp_path,
                                                                                        caplog):
     """``read_stream(head="sink")`` under ``ps.foreach_batch``: no head lookup in the plan; the

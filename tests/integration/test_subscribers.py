@@ -167,6 +167,7 @@ def test_transformation_is_usable_with_transform(spark):
     assert sorted(tuple(r) for r in out.collect()) == [(0, 1), (1, 0)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(2))
 def test_random_valid_cuts_match_pravega(spark, seed):
     """Random histories and reader positions: Spark's bound equals Pravega's, whatever the

@@ -145,6 +145,7 @@ def test_commit_is_atomic_contiguous_and_ordered_like_pravega(spark, root, manag
     assert listed == {txn.txn_id: "COMMITTED"}
 
 
+@pytest.mark.slow
 def test_abort_timeout_job_and_errors_leave_nothing_visible(spark, root, manager, stream2, capsys):
     writer = manager.create_transactional_writer("iot", "sensors", writer_id="tx")
     aborted, expiring, open_ = (writer.begin_txn(lease) for lease in (LEASE, timedelta(seconds=10), timedelta(seconds=600)))

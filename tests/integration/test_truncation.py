@@ -88,6 +88,7 @@ def test_truncation_across_epochs(spark, root, manager, history):
     assert int(whole[0].operationMetrics.get("numCopiedRows", "0")) == 0
 
 
+@pytest.mark.slow
 def test_behind_and_older_segment_truncations_are_refused(spark, root, manager, history):
     _, cuts = history
     manager.truncate_stream("iot", "sensors", cuts[1])
@@ -121,6 +122,7 @@ def test_sealed_stream_cannot_be_truncated(spark, root, manager, history):
         manager.truncate_stream("iot", "sensors", cuts[2])
 
 
+@pytest.mark.slow
 def test_truncating_at_the_tail_keeps_the_segments_lengths(spark, root, manager, history):
     w, _ = history
     tail = manager.tail_stream_cut("iot", "sensors")
@@ -138,6 +140,7 @@ def test_truncating_at_the_tail_keeps_the_segments_lengths(spark, root, manager,
     assert len(events) == 60
 
 
+@pytest.mark.slow
 @pytest.mark.s3
 def test_truncated_bytes_are_gone_from_storage_after_vacuum(spark, root, manager, history):
     _, cuts = history
@@ -169,6 +172,7 @@ def test_truncated_bytes_are_gone_from_storage_after_vacuum(spark, root, manager
     assert _payloads(manager.read_events("iot", "sensors")) == sorted(p.decode() for p in kept)
 
 
+@pytest.mark.slow
 def test_truncation_at_a_cut_with_a_future_segment_then_read_from_earliest(spark, manager, history):
     """A subscribers' lower bound such as {S10: o, 1: o, S20: -1} (S11 done, S10 not): after a
     truncation there, reading from "earliest" works and starts at the head (regression: it

@@ -81,6 +81,7 @@ def _write(spark, writer, tag: str, n: int = 12):
                                               "routing_key string, event string"))
 
 
+@pytest.mark.slow
 def test_watermarks_across_a_scale_are_monotone(spark, root, manager, stream2):
     a = manager.create_event_writer("iot", "sensors", writer_id="a")
     b = manager.create_event_writer("iot", "sensors", writer_id="b")

@@ -59,6 +59,7 @@ def test_rates_follow_pravegas_recurrence_tick_by_tick(spark):
     assert segment_rates(late.unionByName(old), now=now, scale_type=ps.ScaleType.BY_RATE_IN_EVENTS_PER_SEC).count() == 0
 
 
+@pytest.mark.slow
 def test_steady_silent_and_byte_rates_as_pravegas_segment_aggregates(spark):
     now = T0 + timedelta(hours=1)
     events = ps.ScaleType.BY_RATE_IN_EVENTS_PER_SEC

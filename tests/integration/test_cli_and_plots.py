@@ -27,6 +27,7 @@ def artists(figure, gid: str) -> list:
     return [a for ax in figure.axes for a in ax.get_children() if a.get_gid() == gid]
 
 
+@pytest.mark.slow
 def test_epoch_and_retention_pictures_match_the_stream(manager, stream2, spark, tmp_path):
     scope, stream = stream2
     writer = manager.create_event_writer(scope, stream, "w")

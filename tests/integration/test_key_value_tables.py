@@ -156,6 +156,7 @@ def test_lifecycle_names_and_scope(manager):
     assert manager.delete_scope("kv")
 
 
+@pytest.mark.slow
 @pytest.mark.connect
 def test_update_all_mixed_outcomes_atomic_per_primary_key(kvt, spark):
     v_a = kvt.put(b"aaaa01", b"a1")
@@ -215,6 +216,7 @@ def test_get_reads_a_few_files_without_a_spark_job(kvt, spark):
     assert files is not None and 1 <= files <= 2
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CONNECT, reason="Great Expectations runs on the classic tier")
 def test_validation_catches_a_duplicated_key_and_a_key_in_the_wrong_partition(kvt, manager, spark):
     kvt.update([Put(b"aaaa01", b"1"), Put(b"aaaa02", b"2")])

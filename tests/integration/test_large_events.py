@@ -77,6 +77,7 @@ def test_assembly_joins_complete_events_and_drops_partial_ones(spark):
 
 
 # ---- writes and reads -------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.cluster
 @pytest.mark.s3
 @pytest.mark.parametrize("size", [0, 1, ps.MAX_EVENT_SIZE - 1, ps.MAX_EVENT_SIZE + 1])

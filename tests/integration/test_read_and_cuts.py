@@ -19,6 +19,7 @@ def _write(writer, spark, prefix, n, keys=4):
     return writer.write_events(spark.createDataFrame([(f"k{i % keys}", f"{prefix}{i:03d}") for i in range(n)], ROWS_SCHEMA))
 
 
+@pytest.mark.slow
 @pytest.mark.connect
 def test_read_between_cuts_across_a_scale(manager, spark, stream2):
     scope, stream = stream2

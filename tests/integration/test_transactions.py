@@ -83,6 +83,7 @@ def test_ping_rule_is_pravegas():
 
 
 # ---- against a real store ------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.cluster
 @pytest.mark.s3
 def test_commit_is_atomic_contiguous_and_ordered_like_pravega(spark, root, manager, stream2):
@@ -284,6 +285,7 @@ def test_commit_killed_midway_is_completed_by_the_next_attempt(spark, root, mana
     check_key_order(events)
 
 
+@pytest.mark.slow
 def test_vacuum_keeps_an_open_transactions_staged_files(spark, root, manager, stream2):
     """Staged files are referenced by no table until the commit: VACUUM must still keep them,
     flushed (listed by a manifest) or still buffered by the handle."""

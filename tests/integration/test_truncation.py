@@ -50,6 +50,7 @@ def _delete_commits(spark, root):
             .where("operation = 'DELETE'").orderBy("version").collect())
 
 
+@pytest.mark.slow
 def test_truncation_across_epochs(spark, root, manager, history):
     _, cuts = history
     records = manager.controller.store.segment_records("iot", "sensors")

@@ -24,7 +24,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pravega_spark as ps
-from jobs._common import Progress, stream_names, load_conf, parse_now, setup_logging
+from jobs._common import Progress, load_conf, parse_now, setup_logging, stream_names
 
 
 def parse_args(argv):

@@ -21,7 +21,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pravega_spark as ps
-from jobs._common import Progress, parse_store_walk, store_walk_parser, setup_logging, stream_names
+from jobs._common import Progress, parse_store_walk, setup_logging, store_walk_parser, stream_names
 
 
 def parse_args(argv):

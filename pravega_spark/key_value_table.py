@@ -33,7 +33,12 @@ from pyspark.sql import functions as F
 
 from . import _delta
 from ._store import Store
-from .errors import InvalidConfigError, InvalidKeyError, KeyValueTableNotFoundError, ScopeNotFoundError
+from .errors import (
+    InvalidConfigError,
+    InvalidKeyError,
+    KeyValueTableNotFoundError,
+    ScopeNotFoundError,
+)
 from .kv_router import key_hash, partition_of
 from .names import validate_key_value_table_name, validate_scope_name
 from .schema import KVT_PARTITION, KVT_PROPERTIES, KVT_SCHEMA, KVT_STATS_COLUMNS

@@ -53,8 +53,8 @@ from .retention_service import RetentionOutcome
 from .segments import predecessors, successors_with_predecessors
 from .stream import StreamInfo
 from .stream_cut import StreamCut
-from .table_entries import KeyValueTableConfiguration
 from .streaming import StreamProgress
+from .table_entries import KeyValueTableConfiguration
 from .transactions import TransactionalEventStreamWriter
 from .truncation import TruncationRecord
 from .validation import StreamValidation

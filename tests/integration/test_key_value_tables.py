@@ -77,7 +77,8 @@ def test_keys_values_and_batches_at_pravega_limits(kvt, manager):
     biggest = bytes(range(256)) * (MAX_VALUE_LENGTH // 256)
     assert len(biggest) == MAX_VALUE_LENGTH
     version = kvt.put(b"maxv01", biggest)
-    assert kvt.get(b"maxv01").value == biggest
+    stored = kvt.get(b"maxv01")
+    assert stored.value == biggest and stored.version == version
     after_big = entries_version(kvt)
     with pytest.raises(ps.TableEntryTooLargeError):
         kvt.put(b"maxv02", biggest + b"x")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make soak`: every multi-process, crash and race scenario (tests marked `process`) run SOAK times
-# (default 3) in each tier that runs it (the local suite, then the cluster, Spark Connect and
+# `make soak`: every multi-process, crash and race scenario (tests marked `process`, with the kill
+# points marked `soak` that `make test` leaves out, at full size) run SOAK times (default 3) in each
+# tier that runs it (the local suite, then the cluster, Spark Connect and
 # object-store tiers), and a pass count per scenario. Not part of `make test`.
 # Usage: SOAK=N scripts/soak.sh [local|cluster|connect|s3|all] [pytest args...]
 set -uo pipefail
@@ -11,6 +12,7 @@ tiers="${1:-all}"
 [ $# -gt 0 ] && shift
 [ "$tiers" = all ] && tiers="local connect s3"  # the cluster tier runs no process scenario
 export SPARK_LOCAL_IP=127.0.0.1
+export PRAVEGA_SPARK_TEST_FULL_SIZE=1  # the scenarios' full sizes (tests/processes.py: sized)
 out="$(mktemp -d)"
 for round in $(seq 1 "$rounds"); do
   for tier in $tiers; do

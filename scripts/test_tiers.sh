@@ -21,7 +21,7 @@ run_cluster() {
   echo "[tiers] cluster tier: local-cluster[2,1,1536]"
   local start=$SECONDS
   local status=0
-  PRAVEGA_SPARK_TEST_MASTER='local-cluster[2,1,1536]' "$PY" -m pytest -m cluster -p no:cacheprovider "$@" || status=$?
+  PRAVEGA_SPARK_TEST_MASTER='local-cluster[2,1,1536]' "$PY" -m pytest -m "cluster and not soak" -p no:cacheprovider "$@" || status=$?
   echo "[tiers] cluster tier took $((SECONDS - start)) s"
   return $status
 }
@@ -39,7 +39,7 @@ run_s3() {
   local bucket
   bucket="$(sed -n 's/^S3_BUCKET=//p' "$dir/settings")"
   PRAVEGA_SPARK_TEST_ROOT="s3a://$bucket/tests" PRAVEGA_SPARK_TEST_S3_DATA="$LOCAL_S3_DIR/data" \
-    "$PY" -m pytest -m s3 -p no:cacheprovider "$@" || status=$?
+    "$PY" -m pytest -m "s3 and not soak" -p no:cacheprovider "$@" || status=$?
   echo "[tiers] s3 tier took $((SECONDS - start)) s"
   return $status
 }
@@ -47,12 +47,16 @@ run_s3() {
 run_connect() {
   local dir start=$SECONDS
   dir="$(mktemp -d)"
-  export CONNECT_SERVER_DIR="$dir/server"
+  export CONNECT_SERVER_DIR="$dir/server" SPARK_CONF_DIR="$dir/conf"
+  mkdir -p "$SPARK_CONF_DIR"
+  # the test server runs Spark's expressions interpreted, as the local suite does (tests/conftest.py)
+  printf 'spark.sql.codegen.wholeStage false\nspark.sql.codegen.factoryMode NO_CODEGEN\n' \
+    >"$SPARK_CONF_DIR/spark-defaults.conf"
   trap "scripts/connect_server.sh stop; rm -rf '$dir'" EXIT  # also when a failure ends the script
   local remote status=0
   remote="$(scripts/connect_server.sh start | sed -n 's/^SPARK_REMOTE=//p')"
   echo "[tiers] connect tier: SPARK_REMOTE=$remote (server started in $((SECONDS - start)) s)"
-  SPARK_REMOTE="$remote" "$PY" -m pytest -m connect -p no:cacheprovider "$@" || status=$?
+  SPARK_REMOTE="$remote" "$PY" -m pytest -m "connect and not soak" -p no:cacheprovider "$@" || status=$?
   echo "[tiers] connect tier took $((SECONDS - start)) s"
   return $status
 }

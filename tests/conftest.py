@@ -45,6 +45,12 @@ TEST_CONF = {
     # a 100 MiB large event assembled by read_events holds ~2x its size in one task
     "spark.driver.memory": "2g",
 }
+if TEST_MASTER.startswith("local[") and not TEST_ROOT:
+    # the local suite runs Spark's expressions interpreted: compiling generated code was most of
+    # its CPU (the JIT busy a whole core on 2), and its tests are small; the cluster and object-store
+    # tiers keep Spark's code generation, so each query also runs generated there
+    TEST_CONF["spark.sql.codegen.wholeStage"] = "false"
+    TEST_CONF["spark.sql.codegen.factoryMode"] = "NO_CODEGEN"
 if TEST_MASTER.startswith("local-cluster"):
     TEST_CONF["spark.executor.memory"] = "1536m"  # as large as the tier's workers (the 100 MiB event)
 

@@ -12,6 +12,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+import pytest
+
 from tests.workers import CDS_ARCHIVE, CDS_DUMP
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,6 +33,22 @@ def worker_archive() -> str:
                            capture_output=True, text=True, timeout=600, check=False)
         atexit.register(_ARCHIVE.unlink, missing_ok=True)
     return str(_ARCHIVE)
+
+
+# ``make soak`` runs the process scenarios at full size (more parties, rounds, events) and
+# ``make test`` at the size that still races: scripts/soak.sh sets this
+FULL_SIZE = os.environ.get("PRAVEGA_SPARK_TEST_FULL_SIZE") == "1"
+
+
+def sized(in_test: int, in_soak: int) -> int:
+    """A scenario's size: ``in_soak`` under ``make soak``, ``in_test`` under ``make test``."""
+    return in_soak if FULL_SIZE else in_test
+
+
+def soak_only(*values: object):
+    """A ``parametrize`` case that only ``make soak`` runs (marked ``soak``): a further kill point
+    or size of a scenario whose main case ``make test`` runs."""
+    return pytest.param(*values, marks=pytest.mark.soak)
 
 
 def spawn(*args: str) -> subprocess.Popen:

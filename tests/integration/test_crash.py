@@ -1,4 +1,7 @@
-"""A process SIGKILLed between the commits of a scale, a seal or an append; then recovery."""
+"""A process SIGKILLed between the commits of a scale, a seal or an append; then recovery.
+
+``make test`` kills each operation at one of its points; ``make soak`` at every point (the others
+are marked ``soak``)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import pytest
 import pravega_spark as ps
 from pravega_spark.segments import segment_id
 from tests.invariants import assert_valid, check_key_order, check_stream_consistent
-from tests.processes import spawn
+from tests.processes import soak_only, spawn
 
 
 def _prepare(manager, spark):
@@ -30,7 +33,7 @@ def _killed(root, failpoint, op, *extra: str):
 
 @pytest.mark.process
 @pytest.mark.slow
-@pytest.mark.parametrize("failpoint", ["scale:after_start", "scale:after_seal", "scale:after_segments"])
+@pytest.mark.parametrize("failpoint", [soak_only("scale:after_start"), "scale:after_seal", soak_only("scale:after_segments")])
 def test_scale_killed_between_commits_is_completed(spark, root, manager, stream2, failpoint):
     _prepare(manager, spark)
     _killed(root, failpoint, "scale")
@@ -55,7 +58,7 @@ def test_scale_killed_between_commits_is_completed(spark, root, manager, stream2
 
 @pytest.mark.process
 @pytest.mark.slow
-@pytest.mark.parametrize("failpoint", ["update:after_start", "scale:after_seal"])
+@pytest.mark.parametrize("failpoint", ["update:after_start", soak_only("scale:after_seal")])
 def test_update_killed_midway_is_completed(spark, root, manager, stream2, failpoint):
     """An update raising min_num_segments from 2 to 4 (a scale-up inside it) killed after its
     UPDATING commit, or after its seal records: the next append finishes it, then appends."""
@@ -106,7 +109,7 @@ def test_seal_killed_midway_is_completed(spark, root, manager, stream2):
 
 @pytest.mark.process
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["failpoint", "during_commit"])
+@pytest.mark.parametrize("how", [soak_only("failpoint"), "during_commit"])
 def test_append_killed_leaves_all_or_nothing_then_retry(spark, root, manager, stream2, how):
     _prepare(manager, spark)
     if how == "failpoint":
@@ -163,8 +166,8 @@ def test_delete_killed_after_data_is_finished_by_retry(spark, root, manager, str
 
 @pytest.mark.process
 @pytest.mark.slow
-@pytest.mark.parametrize("failpoint", ["truncate:after_start", "truncate:after_marks", "truncate:after_segments",
-                                       "truncate:after_rows"])
+@pytest.mark.parametrize("failpoint", [soak_only("truncate:after_start"), soak_only("truncate:after_marks"),
+                                       "truncate:after_segments", soak_only("truncate:after_rows")])
 def test_truncation_killed_between_commits_is_completed(spark, root, manager, stream2, failpoint):
     w = _prepare(manager, spark)
     cut = w.write_events(spark.createDataFrame([(f"key-{i % 8}", f"w0:0001:{i:06d}") for i in range(40)],

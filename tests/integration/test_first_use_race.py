@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 import pravega_spark as ps
-from tests.processes import spawn
+from tests.processes import sized, spawn
 from tests.workers import SUBSCRIBERS_PER_PROCESS, race_steps
 
-PARTIES, ROUNDS, EVENTS_PER_WRITER = 3, 1, 40
+# two processes race each step in make test, three in make soak (two rounds there)
+PARTIES, ROUNDS, EVENTS_PER_WRITER = sized(2, 3), sized(1, 2), 40
 
 
 def table_logs(root: Path) -> list[Path]:

@@ -357,8 +357,9 @@ def test_a_reader_killed_mid_batch_is_taken_over_after_the_silence_limit(spark, 
     workers["A"].proc.send_signal(signal.SIGKILL)
     workers["A"].wait(timeout=60)
     assert int([ln for ln in workers["A"].out if ln.startswith("STALLED")][0].split()[3]) > 0  # it held events
-    wait_for(lambda: "A" not in group.online_readers(), "the survivors took A offline", 90)
-    assert set(group.online_readers()) == {"B", "C"}, "\n".join(w.report() for w in survivors)
+    # a survivor starved of CPU past the silence limit is taken offline too and joins again (the
+    # documented path, which its worker follows): wait until A is out and both survivors are in
+    wait_for(lambda: set(group.online_readers()) == {"B", "C"}, "the survivors took A offline and are online", 90)
     written += 1
     _write(manager, written, n=80, keys=16)
     manager.seal_stream("iot", "sensors")

@@ -20,9 +20,12 @@ A crash run sets PRAVEGA_SPARK_FAILPOINT so the library SIGKILLs the process at 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import os
 import sys
 import time
+import traceback
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -30,6 +33,7 @@ import pravega_spark as ps
 
 # a class-data-sharing archive of a worker JVM's classes (``tests.processes.worker_archive``)
 CDS_ARCHIVE, CDS_DUMP = "PRAVEGA_SPARK_WORKER_CDS", "PRAVEGA_SPARK_WORKER_CDS_DUMP"
+SENTINEL = "\x00pravega-spark-worker-done"  # ends one command's output on a warm worker's stdout and stderr
 
 
 def java_options() -> str:
@@ -54,6 +58,13 @@ def payload(writer: str, batch: int, index: int) -> str:
 
 def batch_rows(writer: str, batch: int, per_batch: int, keys: int):
     return [(f"key-{i % keys}", payload(writer, batch, i)) for i in range(per_batch)]
+
+
+def crasher_rows(spark, events: int, keys: int = 8):
+    """``batch_rows("crasher", 0, events, keys)`` made by Spark (no Python list of rows): the
+    crash tests' write, of any size."""
+    return spark.range(events).selectExpr(f"concat('key-', id % {keys}) AS routing_key",
+                                          "format_string('crasher:0000:%06d', id) AS event")
 
 
 def run_append(m: ps.StreamManager, a) -> None:
@@ -225,7 +236,7 @@ def run_crash(m: ps.StreamManager, a) -> None:
         run_large_stage(m, a)
     elif a.op == "append":
         writer = m.create_event_writer(a.scope, a.stream, writer_id="crasher")
-        df = m.spark.createDataFrame(batch_rows("crasher", 0, a.per_batch, a.keys), "routing_key string, event string")
+        df = crasher_rows(m.spark, a.per_batch, a.keys)
         print("COMMITTING", flush=True)
         writer.write_events(df)
     print("NOT KILLED", flush=True)
@@ -405,16 +416,17 @@ def run_kv_cas(m: ps.StreamManager, a) -> None:
 
 def run_kv_puts(m: ps.StreamManager, a) -> None:
     """``--number`` puts and conditional puts of keys of one primary key (``--key-list``), then
-    the retries this process made. Prints ``RETRIES <n>``."""
+    the retries this command made. Prints ``RETRIES <n>``."""
     from pravega_spark import _delta
 
     kvt = m.key_value_table(a.scope, a.stream)
     primary = a.key_list.encode()
+    before = _delta.retries()  # the process's count so far (a warm worker ran earlier commands)
     barrier(a.barrier, "start", a.writer, a.parties)
     for i in range(a.number):
         version = kvt.put(primary + b"%02d" % (i % 8), b"v%d" % i)
         kvt.put(primary + b"%02d" % (i % 8), b"w%d" % i, version)
-    print(f"RETRIES {_delta.retries()}", flush=True)
+    print(f"RETRIES {_delta.retries() - before}", flush=True)
 
 
 def run_warm_up(m: ps.StreamManager, a) -> None:
@@ -484,5 +496,43 @@ def main(argv=None) -> int:
     return 0
 
 
+def serve() -> int:
+    """A warm worker (``tests.processes.spawn``): make the session, then run the commands read
+    from stdin (a JSON line each: ``args`` of this module's ``main``, or of ``job``'s in
+    ``jobs/``, and ``env``, the test process's ``PRAVEGA_SPARK_*`` variables) one after another, each ending with a sentinel line on stdout (with its exit code)
+    and on stderr. Each command finds the process as it was before the previous one: its
+    environment and the store's clock are restored."""
+    from pravega_spark import _delta
+
+    ps.spark_session(**CONF)
+    base = dict(os.environ)
+    for line in sys.stdin:
+        request = json.loads(line)
+        os.environ.clear()
+        os.environ.update({k: v for k, v in base.items() if not k.startswith("PRAVEGA_SPARK_") or "CDS" in k})
+        os.environ.update(request["env"])
+        try:
+            if request.get("job"):  # a job of jobs/ (its main), as its own process would run it
+                code = importlib.import_module(f"jobs.{request['job']}").main(request["args"])
+            else:
+                code = main(request["args"])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:  # noqa: BLE001 - reported like an uncaught exception of a process of its own
+            traceback.print_exc()
+            code = 1
+        finally:
+            os.environ.clear()
+            os.environ.update(base)
+            _delta.set_clock(None)
+        for stream in (sys.stderr, sys.stdout):
+            stream.flush()
+        sys.stderr.write(SENTINEL + "\n")
+        sys.stderr.flush()
+        sys.stdout.write(f"{SENTINEL} {code}\n")
+        sys.stdout.flush()
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve() if sys.argv[1:] == ["serve"] else main())

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
@@ -16,7 +13,7 @@ import pravega_spark as ps
 from pravega_spark import _delta
 from tests.conftest import eventually
 from tests.invariants import check_key_order, check_stream_consistent
-from tests.processes import REPO, spawn
+from tests.processes import spawn, spawn_job
 from tests.workers import batch_rows
 
 pytestmark = pytest.mark.process  # every scenario here runs several processes (make soak repeats them)
@@ -144,10 +141,7 @@ def test_two_retention_jobs_on_the_same_bucket_at_once(spark, root, manager, str
     for name in ("sensors", "b"):
         w = manager.create_event_writer("iot", name, writer_id="w")
         w.write_events(spark.createDataFrame(batch_rows("w", 1, 30, 4), "routing_key string, event string"))
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    cmd = [sys.executable, "jobs/retention.py", "--root", root, "--now", "2026-01-01T01:00:00Z"]
-    procs = [subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [spawn_job("retention", "--root", root, "--now", "2026-01-01T01:00:00Z") for _ in range(2)]
     for p in procs:
         out, err = p.communicate(timeout=900)
         assert p.returncode == 0, f"job failed:\n{out}\n{err[-3000:]}"

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -15,6 +17,11 @@ import pravega_spark as ps
 from pravega_spark.segments import segment_id
 from tests.invariants import assert_valid, check_key_order, check_stream_consistent
 from tests.processes import soak_only, spawn
+from tests.workers import crasher_rows
+
+# the events of the write killed during its job: enough that its tasks are still writing when
+# their first file appears, warm JVM or cold
+BIG_WRITE = 100_000
 
 
 def _prepare(manager, spark):
@@ -118,20 +125,25 @@ def test_append_killed_leaves_all_or_nothing_then_retry(spark, root, manager, st
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == -signal.SIGKILL, f"not killed: {out}\n{err[-2000:]}"
     else:
-        proc = spawn("crash", "--root", root, "--failpoint", "none", "--op", "append", "--per-batch", "20000")
+        proc = spawn("crash", "--root", root, "--failpoint", "none", "--op", "append", "--per-batch", str(BIG_WRITE))
+        events_dir = Path(urlparse(manager.controller.store.events_path("iot", "sensors")).path)
+        before = set(events_dir.rglob("*.parquet"))
         line = proc.stdout.readline()
         assert "COMMITTING" in line
-        time.sleep(4.0)  # inside the routing/offset/MERGE job of a 20,000-event write
+        # inside the write's job: a task opens its segment's file as its first rows arrive, and
+        # a write this big keeps its tasks busy for a while after that
+        deadline = time.monotonic() + 120
+        while not set(events_dir.rglob("*.parquet")) - before and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
     events = check_stream_consistent(spark, manager, "iot", "sensors")
     crashed = [r for r in events if r.event.startswith(b"crasher")]
-    per_batch = 40 if how == "failpoint" else 20000
+    per_batch = 40 if how == "failpoint" else BIG_WRITE
     assert len(crashed) in (0, per_batch)  # atomic: all of the write or none of it
     if not crashed:  # the retry
         w = manager.create_event_writer("iot", "sensors", writer_id="crasher")
-        w.write_events(spark.createDataFrame([(f"key-{i % 8}", f"crasher:0000:{i:06d}") for i in range(per_batch)],
-                                             "routing_key string, event string"))
+        w.write_events(crasher_rows(spark, per_batch))
     events = check_stream_consistent(spark, manager, "iot", "sensors")
     crashed = sorted(r.event.decode() for r in events if r.event.startswith(b"crasher"))
     assert crashed == [f"crasher:0000:{i:06d}" for i in range(per_batch)]

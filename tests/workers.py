@@ -497,11 +497,11 @@ def main(argv=None) -> int:
 
 
 def serve() -> int:
-    """A warm worker (``tests.processes.spawn``): make the session, then run the commands read
-    from stdin (a JSON line each: ``args`` of this module's ``main``, or of ``job``'s in
-    ``jobs/``, and ``env``, the test process's ``PRAVEGA_SPARK_*`` variables) one after another, each ending with a sentinel line on stdout (with its exit code)
-    and on stderr. Each command finds the process as it was before the previous one: its
-    environment and the store's clock are restored."""
+    """A warm worker (``tests.processes.spawn``): make the session, then run commands one after
+    another, each read from stdin as a JSON line: ``args`` for this module's ``main`` (or for the
+    ``main`` of ``jobs/<job>.py``) and ``env``, the test process's ``PRAVEGA_SPARK_*`` variables.
+    Each command's output ends with a sentinel line on stdout (with its exit code) and on stderr.
+    After each command the process's environment and the store's clock are as they were."""
     from pravega_spark import _delta
 
     ps.spark_session(**CONF)

@@ -15,6 +15,8 @@
     python -m tests.workers log-race --root R --writer W --rounds M --parties P --barrier DIR
 
 A crash run sets PRAVEGA_SPARK_FAILPOINT so the library SIGKILLs the process at that point.
+The tests do not start one process per command: ``tests.processes.spawn`` sends each command to a
+warm worker (``python -m tests.workers serve``), which runs commands one after another.
 """
 
 from __future__ import annotations

@@ -43,8 +43,8 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 import pravega_spark as ps
 from bench._common import alternate, source
-from pravega_spark.routing import with_key_position, with_segment_id
-from pravega_spark.segments import SegmentRecord
+from pravega_spark.stream.segments import SegmentRecord
+from pravega_spark.writers.routing import with_key_position, with_segment_id
 
 HEADER = 8
 

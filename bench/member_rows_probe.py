@@ -29,7 +29,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType  # n
 
 import pravega_spark as ps  # noqa: E402
 from pravega_spark import _delta  # noqa: E402
-from pravega_spark._store import Store  # noqa: E402
+from pravega_spark.store.store import Store
 
 SCHEMA = StructType([StructField("member", StringType()), StructField("position", LongType()),
                      StructField("last_seen", LongType())])

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pravega_spark import plots  # noqa: E402
-from pravega_spark.segments import SegmentRecord  # noqa: E402
+from pravega_spark.stream.segments import SegmentRecord
 
 
 def history(epochs: int) -> list[SegmentRecord]:

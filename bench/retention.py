@@ -30,10 +30,10 @@ from delta.tables import DeltaTable
 
 import pravega_spark as ps
 from bench._common import COST, Ratios, Seconds, alternate
-from pravega_spark.scaling import apply_transition, plan_scale
-from pravega_spark.schema import EVENTS_PARTITIONS, EVENTS_SCHEMA, SEGMENTS_SCHEMA
-from pravega_spark.segments import epoch_members, initial_segments
-from pravega_spark.subscribers import lower_bound_cut
+from pravega_spark.controller.subscribers import lower_bound_cut
+from pravega_spark.store.schema import EVENTS_PARTITIONS, EVENTS_SCHEMA, SEGMENTS_SCHEMA
+from pravega_spark.stream.scaling import apply_transition, plan_scale
+from pravega_spark.stream.segments import epoch_members, initial_segments
 
 SEGMENTS = 64
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

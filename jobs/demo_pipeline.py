@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 import pravega_spark as ps
 from jobs._common import load_conf, setup_logging
-from pravega_spark.scaling import split_ranges
+from pravega_spark.stream.scaling import split_ranges
 
 TELEMETRY_SCHEMA = ("device_id string, seq long, ts timestamp, site string, firmware string, "
                     "temperature_c double, humidity_pct double, battery_pct double, status string")

@@ -9,9 +9,9 @@ Example:
 from __future__ import annotations
 
 from ._session import spark_session
-from .appender import WriteResult
-from .autoscale_service import AutoscaleOutcome
-from .config import RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, StreamConfiguration
+from .admin.stream_manager import StreamManager
+from .admin.validation import ExpectationResult, StreamValidation
+from .controller.watermarks import TimeWindow, Watermark, WriterMark
 from .errors import (
     BadKeyVersionError,
     ConditionalTableUpdateError,
@@ -57,25 +57,38 @@ from .errors import (
     UnsupportedOperationError,
     WorkflowPendingError,
 )
-from .key_value_table import KeyValueTable
-from .large_events import EventPointer, LargeEventReader, LargeEventWriter, TransientCleanup
-from .reader_group import EventStreamReader, ReadBatch, ReaderGroup
-from .reader_group_config import ReaderGroupConfig, StreamDataRetention
-from .reader_group_sink import ReaderGroupSink
-from .routing import key_position
-from .schema import MAX_EVENT_SIZE, MAX_LARGE_EVENT_SIZE
-from .segments import SegmentRecord
-from .sinks import foreach_batch, idempotent_delta_sink
-from .stream import StreamInfo
-from .stream_cut import StreamCut
-from .stream_manager import StreamManager
-from .streaming import StreamProgress
-from .table_entries import Insert, KeyValueTableConfiguration, Put, Remove, TableEntry, Version
-from .transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
-from .truncation import TruncationRecord
-from .validation import ExpectationResult, StreamValidation
-from .watermarks import TimeWindow, Watermark, WriterMark
-from .writer import EventStreamWriter
+from .readers.reader_group import EventStreamReader, ReadBatch, ReaderGroup
+from .readers.reader_group_config import ReaderGroupConfig, StreamDataRetention
+from .readers.reader_group_sink import ReaderGroupSink
+from .readers.sinks import foreach_batch, idempotent_delta_sink
+from .readers.streaming import StreamProgress
+from .services.autoscale_service import AutoscaleOutcome
+from .store.schema import MAX_EVENT_SIZE, MAX_LARGE_EVENT_SIZE
+from .stream.config import (
+    RetentionPolicy,
+    RetentionType,
+    ScaleType,
+    ScalingPolicy,
+    StreamConfiguration,
+)
+from .stream.record import StreamInfo
+from .stream.segments import SegmentRecord
+from .stream.stream_cut import StreamCut
+from .stream.truncation import TruncationRecord
+from .tables.key_value_table import KeyValueTable
+from .tables.table_entries import (
+    Insert,
+    KeyValueTableConfiguration,
+    Put,
+    Remove,
+    TableEntry,
+    Version,
+)
+from .writers.appender import WriteResult
+from .writers.event_writer import EventStreamWriter
+from .writers.large_events import EventPointer, LargeEventReader, LargeEventWriter, TransientCleanup
+from .writers.routing import key_position
+from .writers.transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
 
 __all__ = [
     "ConditionalTableUpdateError", "EventStreamWriter", "EventTooLargeError",

@@ -113,7 +113,7 @@ def emit(args, document: dict, text: str) -> None:
 
 # ---- arguments ---------------------------------------------------------------------------------------
 def stream_arg(text: str | None) -> tuple[str, str]:
-    from .names import parse_scoped_name
+    from .stream.names import parse_scoped_name
 
     return parse_scoped_name(text)
 
@@ -206,7 +206,7 @@ def cmd_scale(m, args) -> int:
 
 
 def cmd_truncate(m, args) -> int:
-    from .stream_cut import StreamCut
+    from .stream.stream_cut import StreamCut
 
     scope, stream = stream_arg(args.stream)
     if (args.cut is None) == (args.at is None):

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from .segments import SegmentRecord, short_segment_name
-from .stream_cut import StreamCut
+from .stream.segments import SegmentRecord, short_segment_name
+from .stream.stream_cut import StreamCut
 
 __all__ = ["MAX_LABELS", "epochs_figure", "reader_group_figure", "retention_figure", "save"]
 

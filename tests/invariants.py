@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from pravega_spark.schema import (
+from pravega_spark.store.schema import (
     CHUNK_TYPES,
     HEADER_SIZE,
     RECORD_EVENT,
@@ -12,7 +12,7 @@ from pravega_spark.schema import (
     RECORD_STAGED,
     RECORD_TRUNCATE,
 )
-from pravega_spark.transactions import parse_txn_id, staging_partition
+from pravega_spark.writers.transactions import parse_txn_id, staging_partition
 from tests.helpers import absolute_events
 
 

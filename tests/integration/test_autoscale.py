@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import pravega_spark as ps
-from pravega_spark import autoscale
-from pravega_spark.autoscale import Rates, SegmentMarks, decide, segment_rates
-from pravega_spark.segments import SegmentRecord
+from pravega_spark.services import autoscale_rules as autoscale
+from pravega_spark.services.autoscale_rules import Rates, SegmentMarks, decide, segment_rates
+from pravega_spark.stream.segments import SegmentRecord
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 EVENTS = ps.ScalingPolicy.by_event_rate(10, 2, 1)

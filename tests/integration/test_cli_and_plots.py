@@ -18,7 +18,7 @@ from matplotlib.collections import PatchCollection
 import pravega_spark as ps
 from pravega_spark import plots
 from pravega_spark.cli import main as cli_main
-from pravega_spark.segments import SegmentRecord, short_segment_name
+from pravega_spark.stream.segments import SegmentRecord, short_segment_name
 
 REPO = Path(__file__).resolve().parents[2]
 

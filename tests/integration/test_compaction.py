@@ -7,7 +7,7 @@ import json
 import pyspark.sql.functions as F
 import pytest
 
-from pravega_spark.compaction import FileExtent, plan_runs
+from pravega_spark.store.compaction import FileExtent, plan_runs
 from tests.invariants import check_key_order, check_stream_consistent
 
 

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 import pytest
 
 import pravega_spark as ps
-from pravega_spark.segments import segment_id
+from pravega_spark.stream.segments import segment_id
 from tests.invariants import assert_valid, check_key_order, check_stream_consistent
 from tests.processes import soak_only, spawn
 from tests.workers import crasher_rows

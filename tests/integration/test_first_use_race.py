@@ -152,7 +152,7 @@ def test_small_table_rows_are_the_same_with_or_without_the_checksum_file(spark, 
     from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
     from pravega_spark import _delta
-    from pravega_spark._store import Store
+    from pravega_spark.store.store import Store
 
     schema = StructType([StructField("name", StringType()), StructField("at", TimestampType())])
     path = f"file:{tmp_path / 'small'}"

@@ -10,8 +10,8 @@ from pyspark.sql import functions as F
 
 import pravega_spark as ps
 from pravega_spark import Insert, Put, Remove, Version
-from pravega_spark.kv_router import partition_of
-from pravega_spark.schema import MAX_BATCH_LENGTH, MAX_KEY_LENGTH, MAX_VALUE_LENGTH
+from pravega_spark.store.schema import MAX_BATCH_LENGTH, MAX_KEY_LENGTH, MAX_VALUE_LENGTH
+from pravega_spark.tables.kv_router import partition_of
 from tests.conftest import CONNECT
 from tests.processes import spawn
 
@@ -299,7 +299,7 @@ def test_processes_on_different_partitions_never_retry(kvt, root, tmp_path):
 
 
 def test_router_matches_spark(spark):
-    from pravega_spark.kv_router import partition_column, xxhash64
+    from pravega_spark.tables.kv_router import partition_column, xxhash64
 
     keys = [bytes((i * 7 + j) % 256 for j in range(n)) for i, n in enumerate(list(range(0, 70)) + [255, 8192])]
     df = spark.createDataFrame([(k,) for k in keys], "key binary")

@@ -9,7 +9,11 @@ import pytest
 from chispa import assert_df_equality
 
 import pravega_spark as ps
-from pravega_spark.reader import SegmentRange, check_read_bounds, filter_segment_ranges
+from pravega_spark.store.segment_ranges import (
+    SegmentRange,
+    check_read_bounds,
+    filter_segment_ranges,
+)
 from tests.helpers import table_versions
 
 ROWS_SCHEMA = "routing_key string, event string"
@@ -110,7 +114,7 @@ def test_stream_cut_at_time(manager, spark, stream2):
 
 def test_reads_below_head_raise_truncated(spark):
     # the head check in isolation (truncation itself arrives with retention)
-    from pravega_spark.segments import initial_segments
+    from pravega_spark.stream.segments import initial_segments
     records = initial_segments(2)
     head = ps.StreamCut("a/b", {0: 24, 1: 0})
     with pytest.raises(ps.TruncatedDataError):
@@ -130,7 +134,7 @@ def test_filter_segment_ranges_is_a_pure_transformation(spark):
 
 
 def test_ranges_ending_at_the_tail_read_at_its_version_are_open_ended():
-    from pravega_spark.reader import SegmentRange, open_ended_at_tail
+    from pravega_spark.store.segment_ranges import SegmentRange, open_ended_at_tail
 
     tail = ps.StreamCut("iot/s", {1: 100, 2: 50})
     ranges = [SegmentRange(0, 0, 40), SegmentRange(1, 10, 100), SegmentRange(2, 0, 30), SegmentRange(3, 0, None)]

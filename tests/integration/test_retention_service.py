@@ -9,8 +9,8 @@ import pytest
 
 import pravega_spark as ps
 from jobs import retention as retention_job
-from pravega_spark.retention_service import stream_bucket
-from pravega_spark.segments import segment_id
+from pravega_spark.services.retention_service import stream_bucket
+from pravega_spark.stream.segments import segment_id
 from tests.invariants import check_key_order, check_stream_consistent
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

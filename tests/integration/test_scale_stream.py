@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import pravega_spark as ps
-from pravega_spark.segments import segment_id
+from pravega_spark.stream.segments import segment_id
 from tests.helpers import events_rows, table_versions
 
 

@@ -90,7 +90,7 @@ def test_the_session_commits_to_s3_with_put_if_absent_and_an_unsafe_log_store_is
 
 def test_pyarrow_s3_options_follow_the_sessions_s3a_settings_per_bucket_first(spark):
     from pravega_spark import _delta
-    from pravega_spark._task_files import task_storage
+    from pravega_spark.writers.task_files import task_storage
 
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     given = {"fs.s3a.endpoint": "http://127.0.0.1:9000", "fs.s3a.endpoint.region": "eu-west-1",

@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 import pytest
 
 import pravega_spark as ps
-from pravega_spark import _store
 from pravega_spark._delta import RetryPolicy
+from pravega_spark.store import store as _store
 from tests.helpers import table_versions
 
 

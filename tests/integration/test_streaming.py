@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 
 import pravega_spark as ps
-from pravega_spark import streaming
+from pravega_spark.readers import streaming
 from tests.conftest import eventually
 from tests.processes import spawn
 

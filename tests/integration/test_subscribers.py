@@ -8,18 +8,18 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from pravega_spark.cut_algorithms import validate_stream_cut
+from pravega_spark.controller.subscribers import lower_bound_cut, subscribers_lower_bound
 from pravega_spark.errors import InvalidStreamCutError
-from pravega_spark.scaling import apply_transition, plan_scale
-from pravega_spark.schema import SEGMENTS_SCHEMA
-from pravega_spark.segments import (
+from pravega_spark.store.schema import SEGMENTS_SCHEMA
+from pravega_spark.stream.cut_algorithms import validate_stream_cut
+from pravega_spark.stream.scaling import apply_transition, plan_scale
+from pravega_spark.stream.segments import (
     epoch_members,
     initial_segments,
     predecessors,
     successors_with_predecessors,
 )
-from pravega_spark.stream_cut import StreamCut
-from pravega_spark.subscribers import lower_bound_cut, subscribers_lower_bound
+from pravega_spark.stream.stream_cut import StreamCut
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 SIZE = 1000  # every sealed segment's size

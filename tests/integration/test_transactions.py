@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import pravega_spark as ps
-from pravega_spark.schema import RECORD_STAGED
-from pravega_spark.transactions import (
+from pravega_spark.store.schema import RECORD_STAGED
+from pravega_spark.writers.transactions import (
     begin_version,
     decode_state,
     encode_state,

@@ -11,8 +11,8 @@ import pytest
 from delta.tables import DeltaTable
 
 import pravega_spark as ps
-from pravega_spark.cut_algorithms import size_between
-from pravega_spark.segments import segment_id
+from pravega_spark.stream.cut_algorithms import size_between
+from pravega_spark.stream.segments import segment_id
 from tests.conftest import local_copy_path
 from tests.helpers import table_versions
 from tests.invariants import check_key_order, check_stream_consistent

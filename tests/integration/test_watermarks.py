@@ -8,9 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import pravega_spark as ps
-from pravega_spark.cut_algorithms import stream_cut_equal_or_after
-from pravega_spark.segments import SegmentRecord, segment_id
-from pravega_spark.watermarks import (
+from pravega_spark.controller.watermarks import (
     Watermark,
     WriterMark,
     classify_writers,
@@ -20,6 +18,8 @@ from pravega_spark.watermarks import (
     time_window,
     upper_bound,
 )
+from pravega_spark.stream.cut_algorithms import stream_cut_equal_or_after
+from pravega_spark.stream.segments import SegmentRecord, segment_id
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
 S0, S1 = segment_id(0, 0), segment_id(1, 0)

@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import pravega_spark as ps
-from pravega_spark.schema import HEADER_SIZE
+from pravega_spark.store.schema import HEADER_SIZE
 from tests.helpers import events_rows, table_versions
 
 
@@ -137,7 +137,7 @@ def test_empty_write_commits_nothing(manager, spark, root, stream2):
 
 
 def test_place_files_lays_out_task_extents_in_rank_order_after_the_tails():
-    from pravega_spark.routing import PendingFile, place_files
+    from pravega_spark.writers.routing import PendingFile, place_files
 
     files = [PendingFile(7, (0, 1), 0, 30),   # task 1 of segment 7
              PendingFile(7, (0, 0), 0, 50),   # task 0: goes first
@@ -157,7 +157,7 @@ def test_small_and_parallel_write_paths_lay_out_the_same_offsets(manager, spark,
     its files itself (pyarrow) or through Delta's writer after the offsets' UDF (stores that
     Python tasks cannot open). All give every segment the same contiguous layout, in
     ``order_by`` order (nulls first), then the DataFrame's own order."""
-    from pravega_spark import appender as appender_mod
+    from pravega_spark.writers import appender as appender_mod
 
     scope, stream = stream2
     import pyarrow as pa

@@ -1,4 +1,4 @@
-"""Tests for pravega_spark.config (Pravega's ScalingPolicy, RetentionPolicy, StreamConfiguration)."""
+"""Tests for pravega_spark.stream.config (Pravega's ScalingPolicy, RetentionPolicy, StreamConfiguration)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from pravega_spark.config import (
+from pravega_spark.errors import InvalidConfigError, PravegaSparkError
+from pravega_spark.stream.config import (
     MAX_TAG_COUNT,
     MAX_TAG_LENGTH,
     RetentionPolicy,
@@ -17,7 +18,6 @@ from pravega_spark.config import (
     ScalingPolicy,
     StreamConfiguration,
 )
-from pravega_spark.errors import InvalidConfigError, PravegaSparkError
 
 # --- ScalingPolicy -------------------------------------------------------------------------------
 

@@ -1,11 +1,11 @@
-"""Tests for pravega_spark.names (Pravega's NameUtils rules plus path-escape refusal)."""
+"""Tests for pravega_spark.stream.names (Pravega's NameUtils rules plus path-escape refusal)."""
 
 from __future__ import annotations
 
 import pytest
 
 from pravega_spark.errors import InvalidNameError, PravegaSparkError
-from pravega_spark.names import (
+from pravega_spark.stream.names import (
     MAX_SCOPE_NAME_LENGTH,
     MAX_STREAM_NAME_LENGTH,
     parse_scoped_name,

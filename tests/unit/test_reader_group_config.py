@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 import pravega_spark as ps
-from pravega_spark.reader_group_config import EARLIEST, LATEST
+from pravega_spark.readers.reader_group_config import EARLIEST, LATEST
 
 S = "iot/sensors"
 AUTO = ps.StreamDataRetention.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT

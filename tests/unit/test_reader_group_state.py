@@ -9,7 +9,7 @@ import random
 import pytest
 
 from pravega_spark.errors import IllegalStateError
-from pravega_spark.reader_group_state import (
+from pravega_spark.readers.reader_group_state import (
     KEPT_CHECKPOINTS,
     MaxNumberOfCheckpointsExceededError,
     ReaderGroupState,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from pravega_spark.config import RetentionPolicy
-from pravega_spark.retention import (
+from pravega_spark.stream.config import RetentionPolicy
+from pravega_spark.stream.retention import (
     RetentionRecord,
     bound_records,
     new_retention_record,
@@ -15,9 +15,9 @@ from pravega_spark.retention import (
     size_till,
     truncation_point,
 )
-from pravega_spark.scaling import apply_transition, plan_scale
-from pravega_spark.segments import initial_segments
-from pravega_spark.stream_cut import StreamCut
+from pravega_spark.stream.scaling import apply_transition, plan_scale
+from pravega_spark.stream.segments import initial_segments
+from pravega_spark.stream.stream_cut import StreamCut
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 MIN = timedelta(minutes=1)

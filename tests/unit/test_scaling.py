@@ -1,4 +1,4 @@
-"""Tests for pravega_spark.scaling.
+"""Tests for pravega_spark.stream.scaling.
 
 The validation cases re-express Pravega's ``RecordHelperTest.scaleHelperMethodTest`` (five equal
 segments, ``keyRangeChunk = 1.0 / 5``) and the classic split-then-merge lineage example.
@@ -18,7 +18,7 @@ from pravega_spark.errors import (
     PravegaSparkError,
     ScalePreconditionError,
 )
-from pravega_spark.scaling import (
+from pravega_spark.stream.scaling import (
     EpochTransition,
     apply_transition,
     merge_key_ranges,
@@ -26,7 +26,7 @@ from pravega_spark.scaling import (
     scale_up_to,
     split_ranges,
 )
-from pravega_spark.segments import (
+from pravega_spark.stream.segments import (
     SegmentRecord,
     current_epoch,
     epoch_members,

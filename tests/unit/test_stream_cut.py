@@ -1,4 +1,4 @@
-"""Tests for pravega_spark.stream_cut (pure Python, no Spark session)."""
+"""Tests for pravega_spark.stream.stream_cut (pure Python, no Spark session)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pytest
 
-from pravega_spark.cut_algorithms import (
+from pravega_spark.errors import InvalidStreamCutError, PravegaSparkError
+from pravega_spark.stream.cut_algorithms import (
     CutComparison,
     compare_stream_cuts,
     cut_span,
@@ -25,8 +26,7 @@ from pravega_spark.cut_algorithms import (
     tail_cut,
     validate_stream_cut,
 )
-from pravega_spark.errors import InvalidStreamCutError, PravegaSparkError
-from pravega_spark.segments import (
+from pravega_spark.stream.segments import (
     SegmentRecord,
     current_epoch,
     epoch_members,
@@ -34,7 +34,7 @@ from pravega_spark.segments import (
     segment_id,
     successors_with_predecessors,
 )
-from pravega_spark.stream_cut import StreamCut
+from pravega_spark.stream.stream_cut import StreamCut
 
 STREAM = "iot/sensors"
 

@@ -7,9 +7,9 @@ import pytest
 
 import pravega_spark as ps
 from pravega_spark import Insert, Put, Remove, Version
-from pravega_spark.kv_router import partition_of, xxhash64
-from pravega_spark.schema import MAX_BATCH_KEY_COUNT, MAX_KEY_LENGTH, MAX_VALUE_LENGTH
-from pravega_spark.table_entries import check_batch, check_conditions, check_key, check_value
+from pravega_spark.store.schema import MAX_BATCH_KEY_COUNT, MAX_KEY_LENGTH, MAX_VALUE_LENGTH
+from pravega_spark.tables.kv_router import partition_of, xxhash64
+from pravega_spark.tables.table_entries import check_batch, check_conditions, check_key, check_value
 
 CONFIG = ps.KeyValueTableConfiguration(4, primary_key_length=2, secondary_key_length=1)
 

@@ -9,8 +9,6 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from pravega_spark import _delta
-from pravega_spark.config import StreamConfiguration
-from pravega_spark.epochs import epoch_at
 from pravega_spark.errors import (
     IllegalStateError,
     InvalidStreamCutError,
@@ -18,9 +16,7 @@ from pravega_spark.errors import (
     RetriesExhaustedError,
     StreamSealedError,
 )
-from pravega_spark.reader import SegmentRange, segment_ranges
-from pravega_spark.scaling import apply_transition, plan_scale
-from pravega_spark.schema import (
+from pravega_spark.store.schema import (
     ACTIVE,
     ALLOWED_TRANSITIONS,
     CREATING,
@@ -29,10 +25,14 @@ from pravega_spark.schema import (
     SEALING,
     UPDATING,
 )
-from pravega_spark.segments import initial_segments, segment_id
-from pravega_spark.stream import StreamRecord
-from pravega_spark.stream_cut import StreamCut
-from pravega_spark.truncation import (
+from pravega_spark.store.segment_ranges import SegmentRange, segment_ranges
+from pravega_spark.stream.config import StreamConfiguration
+from pravega_spark.stream.epochs import epoch_at
+from pravega_spark.stream.record import StreamRecord
+from pravega_spark.stream.scaling import apply_transition, plan_scale
+from pravega_spark.stream.segments import initial_segments, segment_id
+from pravega_spark.stream.stream_cut import StreamCut
+from pravega_spark.stream.truncation import (
     TruncationRecord,
     compute_truncation_record,
     initial_truncation_record,

@@ -1,0 +1,72 @@
+"""Storage maintenance: VACUUM of a store's stream tables, with the rule that keeps staged data.
+
+Staged data (an open transaction's files, a large event's chunks) is written before any table
+references it, so it looks like an orphan to VACUUM. While a stream has any, its events table is
+vacuumed with a retention that covers the oldest of it (one hour more), so it is never removed;
+it goes with its abort, or with a later VACUUM.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta, timezone
+
+from .. import _delta
+from ..controller.client import Controller
+from ..controller.watermarks import watermark_paths
+from ..store.schema import EVENTS_PARTITION
+from ..writers.transactions import MAX_EXECUTION_TIME, transaction_states
+
+log = logging.getLogger("pravega_spark")
+
+# Delta's default ``delta.deletedFileRetentionDuration`` (7 days), what VACUUM keeps by default.
+DEFAULT_FILE_RETENTION_HOURS = 168
+
+
+def vacuum(controller: Controller, scope: str | None = None, stream: str | None = None,
+           retention: timedelta | None = None) -> list[str]:
+    """``StreamManager.vacuum``: VACUUM every table of the streams (all, a scope's, or one) that
+    exists; the paths vacuumed."""
+    store, spark = controller.store, controller.spark
+    hours = None if retention is None else retention.total_seconds() / 3600
+    done = []
+    for s, t in controller.stream_names(scope, stream):
+        events = store.events_path(s, t)
+        for path in (store.segments_path(s, t), events, store.retention_set_path(s, t), store.subscribers_path(s, t),
+                     store.transient_path(s, t), *watermark_paths(store, s, t)):
+            if not _delta.is_table(spark, path):
+                continue  # created on first use (transient, watermarks)
+            if path == events:
+                staged = staged_age_hours(controller, s, t)
+                if staged is not None and (hours if hours is not None else DEFAULT_FILE_RETENTION_HOURS) < staged + 1:
+                    log.info("vacuum of %s/%s: retention raised to %.1f h to keep staged data", s, t, staged + 1)
+                    _delta.vacuum(spark, path, staged + 1)
+                    done.append(path)
+                    continue
+            _delta.vacuum(spark, path, hours)
+            done.append(path)
+    log.info("vacuum: %d tables", len(done))
+    return done
+
+
+def staged_age_hours(controller: Controller, scope: str, stream: str) -> float | None:
+    """Hours since the oldest staged data of the stream was written, or None.
+
+    Counted: transaction manifests and large-event manifests (each is committed right after its
+    data files), and an open transaction's writes that its handle has not flushed yet (no later
+    than its begin, at most ``MAX_EXECUTION_TIME`` before its max execution expiry).
+    """
+    spark, store = controller.spark, controller.store
+    if _delta.is_connect(spark):  # no staged data there: transactions and large events need a classic session
+        return None
+    events = _delta.transaction(spark, store.events_path(scope, stream))
+    times = [f.modification_time for f in events.files_where(f"{EVENTS_PARTITION} < 0")]
+    now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
+    times += [int(s["max_execution_expiry"].timestamp() * 1000) - int(MAX_EXECUTION_TIME.total_seconds() * 1000)
+              for s in transaction_states(events, now_ms) if s["status"] == "OPEN"]
+    transient = store.transient_path(scope, stream)
+    if _delta.is_table(spark, transient):
+        times += [f.modification_time for f in _delta.transaction(spark, transient).files_where(None)]
+    if not times:
+        return None
+    return max(0.0, (now_ms - min(times)) / 3_600_000)

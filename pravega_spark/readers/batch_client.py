@@ -1,0 +1,40 @@
+"""Reading a stream between two cuts as one batch DataFrame (Pravega's ``BatchClient``: the
+segment ranges between two stream cuts, read in parallel)."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+
+from ..controller.client import Controller
+from ..controller.stream_cut_helper import CutOrName
+from ..store import segment_ranges
+from ..stream.stream_cut import StreamCut
+from ..writers.large_events import assemble_large_events
+
+
+def read_events(controller: Controller, scope: str, stream: str, start: CutOrName = "earliest",
+                end: CutOrName = "latest") -> DataFrame:
+    """``StreamManager.read_events``: the cuts resolved and checked (bounds first, then one
+    boundary probe), the segment ranges between them filtered from the events table (pinned at
+    the tail's version when ``end`` is the tail), large events assembled when the ranges may
+    hold chunks."""
+    record = controller.settled(scope, stream)
+    records = controller.segment_records(scope, stream)
+    version = None
+    if "latest" in (start, end) or any(isinstance(x, StreamCut) and x.is_unbounded for x in (start, end)):
+        version = controller.store.events_version(scope, stream)
+    resolve = controller.resolver(record, records, version)
+    start_cut, end_cut = resolve(start), resolve(end)
+    # bounds before the boundary probe: the data below the head is gone
+    head = controller.head(record, records)
+    controller.check_cuts(record, records, [x for x in (start, end) if isinstance(x, StreamCut)],
+                          before_probe=lambda: segment_ranges.check_read_bounds(start_cut, end_cut, head, records))
+    ranges = segment_ranges.segment_ranges(start_cut, end_cut, records)
+    if version is not None and (end == "latest" or (isinstance(end, StreamCut) and end.is_unbounded)):
+        ranges = segment_ranges.open_ended_at_tail(ranges, end_cut)  # the events are read at the tail's version
+    events = controller.store.events(scope, stream, version).transform(segment_ranges.filter_segment_ranges, ranges=ranges)
+    # chunk assembly costs a second scan of the range: only when a large event may be in it
+    # (the data between two cuts never changes; with "latest", ``version`` is pinned)
+    if controller.store.may_hold_chunks(scope, stream, [r.segment_id for r in ranges], version):
+        events = events.transform(assemble_large_events)
+    return events.transform(segment_ranges.select_read_columns, scope=scope, stream=stream)

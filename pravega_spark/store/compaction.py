@@ -1,0 +1,142 @@
+"""Compaction: a segment's runs of small consecutive files rewritten into larger ones.
+
+Every append adds at least one file per segment it writes to, and each file carries its own base
+offset (a partition value), so Delta's ``OPTIMIZE`` cannot merge them. ``compact`` does it the
+layout's way (Pravega's storage writer also merges a segment's small chunks): the files of a run
+are consecutive in their segment (``[base_offset, end_offset)`` of one ends where the next
+begins), so their rows can be rewritten into one file whose base is the run's first base, with
+every relative offset shifted by its old file's distance from that base. Absolute offsets, and so
+every event, cut, tail and boundary, stay exactly as they were.
+
+One commit per call, ``dataChange=false`` for both the new files and the removed ones (Delta's
+streaming source skips it, as it skips an ``OPTIMIZE``). The commit reads the files it replaces: a
+concurrent truncation that removes one of them makes it fail and retry on the new state. Appends
+add files above the runs and do not conflict. Readers in the middle of a query keep reading their
+snapshot (removed files stay on storage until ``VACUUM``), so they see every event once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import functions as F
+
+from .. import _delta
+from .schema import EVENTS_PARTITION, EVENTS_PARTITIONS
+
+log = logging.getLogger("pravega_spark")
+
+# A file under half the target is small; a run stops growing at the target.
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FileExtent:
+    """One data file of a segment, as the log describes it."""
+
+    path: str
+    segment_id: int
+    base_offset: int
+    end_offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What one ``compact`` call did.
+
+    Attributes:
+        version: the events table's commit (None if there was nothing to compact).
+        runs: runs rewritten, one new file each (per writing task).
+        files_removed: small files replaced; files_added: the files that replace them.
+        bytes_rewritten: the removed files' bytes.
+    """
+
+    version: int | None = None
+    runs: int = 0
+    files_removed: int = 0
+    files_added: int = 0
+    bytes_rewritten: int = 0
+
+    def __repr__(self) -> str:
+        return (f"CompactionResult(version={self.version}, runs={self.runs}, removed={self.files_removed}, "
+                f"added={self.files_added}, bytes={self.bytes_rewritten})")
+
+
+def plan_runs(files: Iterable[FileExtent], target_size: int = DEFAULT_TARGET_FILE_SIZE) -> list[list[FileExtent]]:
+    """Runs of at least two small event files, consecutive in their segment, together at most
+    about ``target_size`` bytes (pure). Control records (zero-length files: seals, truncation
+    markers) are never part of a run and do not break one."""
+    small = target_size // 2
+    by_segment: dict[int, list[FileExtent]] = {}
+    for f in files:
+        if f.end_offset > f.base_offset:
+            by_segment.setdefault(f.segment_id, []).append(f)
+    runs: list[list[FileExtent]] = []
+    for sid in sorted(by_segment):
+        run: list[FileExtent] = []
+        for f in sorted(by_segment[sid], key=lambda f: (f.base_offset, f.end_offset, f.path)):
+            joins = (run and f.size < small and f.base_offset in (run[-1].end_offset, run[-1].base_offset)
+                     and sum(r.size for r in run) + f.size <= target_size)
+            if joins:
+                run.append(f)
+                continue
+            if len(run) >= 2:
+                runs.append(run)
+            run = [f] if f.size < small else []
+        if len(run) >= 2:
+            runs.append(run)
+    return runs
+
+
+def extent_of(add: _delta.FileEntry) -> FileExtent:
+    """A data file's ``FileExtent``."""
+    return FileExtent(add.path, add.int_partition(EVENTS_PARTITION), add.int_partition("base_offset"),
+                      add.int_partition("end_offset"), add.size)
+
+
+def compact(spark, events_path: str, segment_ids: Sequence[int] | None = None,
+            target_size: int = DEFAULT_TARGET_FILE_SIZE, retry: _delta.RetryPolicy = _delta.DEFAULT_RETRY) -> CompactionResult:
+    """Compact the events table at ``events_path`` (only ``segment_ids`` if given): one commit."""
+    _delta.require_classic(spark, "compaction")
+
+    def attempt() -> CompactionResult:
+        txn = _delta.transaction(spark, events_path)
+        files = txn.unfenced_files()
+        if segment_ids is not None:
+            wanted = {int(s) for s in segment_ids}
+            files = [f for f in files if f.int_partition(EVENTS_PARTITION) in wanted]
+        files = [f for f in files if f.int_partition(EVENTS_PARTITION) >= 0]
+        by_path = {f.path: f for f in files}
+        runs = plan_runs([extent_of(f) for f in files], target_size)
+        if not runs:
+            return CompactionResult()
+        inputs = [by_path[f.path] for run in runs for f in run]
+        txn.track_files(inputs)  # a concurrent removal of one of them (a truncation) fails us
+        parts = []
+        for run in runs:
+            base, end = run[0].base_offset, max(f.end_offset for f in run)
+            rows = txn.read_files([by_path[f.path] for f in run])
+            shift = F.col("base_offset") - F.lit(base)
+            parts.append(rows.select(
+                "segment_id", F.lit(base).cast("long").alias("base_offset"), F.lit(end).cast("long").alias("end_offset"),
+                (F.col("rel_offset") + shift).alias("rel_offset"), (F.col("rel_next_offset") + shift).alias("rel_next_offset"),
+                "record_type", "routing_key", "event", "writer_id", "write_time",
+                (F.col("rel_event_offset") + shift).alias("rel_event_offset")))
+        rows = parts[0]
+        for part in parts[1:]:
+            rows = rows.unionByName(part)
+        # one task (so one file) per run
+        added = txn.write(rows.repartition(len(runs), "segment_id", "base_offset"), EVENTS_PARTITIONS)
+        # each run's file keeps the earliest time of the files it replaces: Delta's streaming
+        # source orders a snapshot by modification time (see ``_delta.commit_times``)
+        first_time = {(run[0].segment_id, run[0].base_offset): min(by_path[f.path].modification_time for f in run)
+                      for run in runs}
+        adds = [f.placed(data_change=False, modification_time=first_time.get(
+            (f.int_partition(EVENTS_PARTITION), f.int_partition("base_offset")))) for f in added]
+        version = txn.commit(adds, EVENTS_PARTITIONS, txn.removals(inputs, data_change=False))
+        return CompactionResult(version, len(runs), len(inputs), len(added), sum(f.size for f in inputs))
+
+    return _delta.retrying(attempt, f"compact {events_path}", retry)

@@ -1,0 +1,855 @@
+"""The store: where each table lives, and the reads and guarded commits on them.
+
+This is Pravega's controller metadata store plus segment store, as Delta tables (see
+docs/ARCHITECTURE.md for the fencing rules). Every method here is one Delta read or one Delta
+commit; workflows made of several commits live in ``StreamManager``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from .. import _delta
+from .._failpoints import failpoint
+from ..errors import ScopeNotFoundError
+from ..stream.record import StreamRecord
+from ..stream.retention import RetentionRecord
+from ..stream.segments import SegmentRecord
+from ..stream.stream_cut import StreamCut
+from .schema import (
+    ACTIVE,
+    AUTOSCALE_SCHEMA,
+    AUTOSCALE_TABLE,
+    CHUNK_TYPES,
+    EVENTS_PARTITION,
+    EVENTS_PARTITIONS,
+    EVENTS_PROPERTIES,
+    EVENTS_SCHEMA,
+    EVENTS_STATS_COLUMNS,
+    EVENTS_TABLE,
+    KVT_PREFIX,
+    MEMBER_KEY,
+    READER_GROUP_KEY,
+    READER_GROUP_MEMBERS_SCHEMA,
+    READER_GROUP_MEMBERS_TABLE,
+    READER_GROUPS_SCHEMA,
+    READER_GROUPS_TABLE,
+    RECORD_EVENT,
+    RECORD_SEAL,
+    RECORD_TRUNCATE,
+    RETENTION_SET_SCHEMA,
+    RETENTION_SET_TABLE,
+    SCOPE_DELETED,
+    SCOPE_MARK,
+    SCOPES_SCHEMA,
+    SCOPES_TABLE,
+    SEGMENTS_SCHEMA,
+    SEGMENTS_TABLE,
+    SMALL_TABLE_PROPERTIES,
+    STREAM_KEY,
+    STREAMS_SCHEMA,
+    STREAMS_TABLE,
+    SUBSCRIBERS_SCHEMA,
+    SUBSCRIBERS_TABLE,
+    SYSTEM_DIR,
+    TRANSIENT_PARTITION,
+    TRANSIENT_PROPERTIES,
+    TRANSIENT_SCHEMA,
+    TRANSIENT_TABLE,
+    WATERMARKS_TABLE,
+    WRITER_MARKS_TABLE,
+)
+
+
+def utc_now() -> datetime:
+    """The store's clock (metadata times: epochs, state changes), the same as the data files'
+    (``_delta.clock``)."""
+    return datetime.fromtimestamp(_delta.clock(), timezone.utc)
+
+
+def from_spark_time(value: datetime | None) -> datetime | None:
+    """A timestamp collected from Spark (naive, in this process's local time) as aware UTC."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.astimezone(timezone.utc)
+
+
+def _aware(value):
+    """A collected row's values with every timestamp aware UTC, as ``_delta.read_rows`` gives
+    them (the two ways ``Store.table_rows`` reads a table give the same values)."""
+    if isinstance(value, datetime):
+        return from_spark_time(value)
+    if isinstance(value, dict):
+        return {k: _aware(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_aware(v) for v in value]
+    return value
+
+
+def stream_key(scope: str, stream: str) -> str:
+    """The streams table's partition value of a stream: 16 hex digits of SHA-1 of its scoped name."""
+    return hashlib.sha1(f"{scope}/{stream}".encode()).hexdigest()[:16]
+
+
+def group_key(scope: str, group: str) -> str:
+    """The reader groups table's partition value of a group (the same hash of its scoped name)."""
+    return stream_key(scope, group)
+
+
+def member_key(scope: str, group: str, reader: str) -> str:
+    """The members table's partition value of a group's reader (a hash of the three names)."""
+    return stream_key(scope, f"{group}/{reader}")
+
+
+# Seals compete with every appender of the stream: give them more attempts than a single append.
+SEAL_RETRY = _delta.RetryPolicy(attempts=80, max_backoff=2.0)
+
+
+@dataclass(frozen=True)
+class SegmentTail:
+    """A segment's length (its tail offset) and whether a seal record closes it."""
+
+    length: int
+    sealed: bool
+
+
+def segment_tail(summary: _delta.PartitionSummary) -> SegmentTail:
+    """A segment's tail from its files' summary: the largest ``end_offset``, and sealed if a seal
+    record (the only positive record type) is among its rows."""
+    return SegmentTail(summary.end, summary.high is not None and summary.high > RECORD_EVENT)
+
+
+def control_row(segment_id: int, offset: int, record_type: int, now: datetime) -> tuple:
+    """An events-table row (``EVENTS_SCHEMA`` order) of a control record at ``offset``: a file of
+    its own whose base and end are that offset."""
+    return (segment_id, offset, offset, 0, 0, record_type, None, None, None, now, None)
+
+
+def events_view(raw: DataFrame) -> DataFrame:
+    """The events table's rows with absolute offsets (``base_offset`` plus the relative ones):
+    ``EVENTS_VIEW_COLUMNS``. The same expression works in plain SQL::
+
+        SELECT segment_id, base_offset + rel_offset AS offset, event FROM delta.`.../events`
+        WHERE record_type = 0
+    """
+    return raw.selectExpr("segment_id", "base_offset + rel_offset AS offset",
+                          "base_offset + rel_next_offset AS next_offset", "record_type", "routing_key",
+                          "event", "writer_id", "write_time", "base_offset + rel_event_offset AS event_offset",
+                          "base_offset", "end_offset")
+
+
+class Store:
+    """Tables of one store root, read and committed through one SparkSession."""
+
+    def __init__(self, spark: SparkSession, root: str) -> None:
+        self.spark = spark
+        self.root = root.rstrip("/")
+        self.backend = _delta.backend_for(spark)
+        # metadata read from a table, keyed by what was read; valid while the table's (version,
+        # id) is unchanged, which costs a look at its log rather than a Spark job to check
+        self._cache: dict[tuple, tuple[tuple[int, str], object]] = {}
+        # (segment, offset) pairs known to be event boundaries, per events table id: a fact that
+        # never changes once true, so each is checked against the data once per process
+        self._boundaries: dict[str, set[tuple[int, int]]] = {}
+        self._transient_tables: set[str] = set()
+
+    def _cached(self, path: str, key: tuple, load):
+        """``load(version)`` for the table's latest version, reusing the last result if the table
+        has not changed since."""
+        state = _delta.latest(self.spark, path)
+        hit = self._cache.get((path, key))
+        if hit is not None and hit[0] == state:
+            return hit[1]
+        value = load(state[0])
+        self._cache[(path, key)] = (state, value)
+        return value
+
+    # ---- paths -------------------------------------------------------------------------------
+    @property
+    def scopes_path(self) -> str:
+        return f"{self.root}/{SYSTEM_DIR}/{SCOPES_TABLE}"
+
+    @property
+    def streams_path(self) -> str:
+        return f"{self.root}/{SYSTEM_DIR}/{STREAMS_TABLE}"
+
+    @property
+    def reader_groups_path(self) -> str:
+        return f"{self.root}/{SYSTEM_DIR}/{READER_GROUPS_TABLE}"
+
+    @property
+    def members_path(self) -> str:
+        return f"{self.root}/{SYSTEM_DIR}/{READER_GROUP_MEMBERS_TABLE}"
+
+    def stream_dir(self, scope: str, stream: str) -> str:
+        return f"{self.root}/{scope}/{stream}"
+
+    def segments_path(self, scope: str, stream: str) -> str:
+        return f"{self.stream_dir(scope, stream)}/{SEGMENTS_TABLE}"
+
+    def events_path(self, scope: str, stream: str) -> str:
+        return f"{self.stream_dir(scope, stream)}/{EVENTS_TABLE}"
+
+    def retention_set_path(self, scope: str, stream: str) -> str:
+        return f"{self.stream_dir(scope, stream)}/{RETENTION_SET_TABLE}"
+
+    def autoscale_path(self, scope: str, stream: str) -> str:
+        return f"{self.stream_dir(scope, stream)}/{AUTOSCALE_TABLE}"
+
+    def subscribers_path(self, scope: str, stream: str) -> str:
+        return f"{self.stream_dir(scope, stream)}/{SUBSCRIBERS_TABLE}"
+
+    def transient_path(self, scope: str, stream: str) -> str:
+        return f"{self.stream_dir(scope, stream)}/{TRANSIENT_TABLE}"
+
+    def ensure_transient_table(self, scope: str, stream: str) -> str:
+        """The stream's transient table (large events being written), created on first use."""
+        path = self.transient_path(scope, stream)
+        if path not in self._transient_tables:
+            _delta.create_table(self.spark, path, TRANSIENT_SCHEMA, (TRANSIENT_PARTITION,), TRANSIENT_PROPERTIES)
+            self._transient_tables.add(path)
+        return path
+
+    def ensure_system_tables(self) -> None:
+        """Create the store's fixed tables (scopes, streams, reader groups) unless they exist: each
+        a log look when it does. Every manager opening the store calls this, so the other methods
+        may take them for granted; per-stream tables are created when their stream is, or on
+        their first write (``_table``). Safe to race (``_delta.create_table``)."""
+        for path, schema, parts in ((self.scopes_path, SCOPES_SCHEMA, ()),
+                                    (self.streams_path, STREAMS_SCHEMA, (STREAM_KEY,)),
+                                    (self.reader_groups_path, READER_GROUPS_SCHEMA, (READER_GROUP_KEY,))):
+            _delta.create_table(self.spark, path, schema, parts, SMALL_TABLE_PROPERTIES)
+
+    # ---- scopes ------------------------------------------------------------------------------
+    def scopes(self) -> DataFrame:
+        return _delta.read(self.spark, self.scopes_path)
+
+    def table_rows(self, path: str, column: str | None = None, value: str | None = None) -> list[dict]:
+        """The rows of a small table (or of one of its string partitions) at its latest version:
+        from the files its checksum lists, read once per file, else one Spark query per version."""
+        rows = self.backend.read_rows(path, column, value)
+        if rows is not None:
+            return rows
+
+        def load(version: int) -> tuple:
+            df = _delta.read(self.spark, path, version)
+            if column is not None:
+                df = df.where(F.col(column) == value)
+            return tuple(_aware(r.asDict(recursive=True)) for r in df.collect())
+
+        return list(self._cached(path, ("rows", column, value), load))
+
+    def scope_exists(self, scope: str) -> bool:
+        return self.scope_creation_time(scope) is not None
+
+    def scope_creation_time(self, scope: str) -> datetime | None:
+        """When the scope was created (its identity: a scope deleted and created again is a new
+        one), or None if it does not exist."""
+        return next((_aware(r["creation_time"]) for r in self.table_rows(self.scopes_path) if r["scope"] == scope), None)
+
+    def insert_scope(self, scope: str) -> bool:
+        def attempt() -> bool:
+            txn = _delta.transaction(self.spark, self.scopes_path)
+            files = txn.read_whole_table()
+            if any(r["scope"] == scope for r in txn.rows(files)):
+                return False
+            txn.commit(txn.write_rows([(scope, utc_now())], SCOPES_SCHEMA))
+            return True
+
+        return _delta.retrying(attempt, f"create scope {scope}")
+
+    def delete_scope_row(self, scope: str) -> None:
+        def attempt() -> None:
+            txn = _delta.transaction(self.spark, self.scopes_path)
+            files = txn.read_whole_table()
+            rows = txn.rows(files)
+            keep = [(r["scope"], r["creation_time"]) for r in rows if r["scope"] != scope]
+            if len(keep) == len(rows):
+                return
+            _delta.replace(txn, files, keep, SCOPES_SCHEMA)
+
+        _delta.retrying(attempt, f"delete scope {scope}")
+
+    # ---- streams -----------------------------------------------------------------------------
+    def streams(self) -> DataFrame:
+        """The streams table's stream rows (not the scopes' deletion marks)."""
+        return (_delta.read(self.spark, self.streams_path)
+                .where((F.col("stream") != SCOPE_MARK) & ~F.col("stream").startswith(KVT_PREFIX)))
+
+    def stream_record(self, scope: str, stream: str) -> StreamRecord | None:
+        rows = [r for r in self.table_rows(self.streams_path, STREAM_KEY, stream_key(scope, stream))
+                if r["scope"] == scope and r["stream"] == stream]
+        return StreamRecord.from_row(rows[0]) if rows else None
+
+    def _stream_row(self, record: StreamRecord) -> tuple:
+        return (stream_key(record.scope, record.stream), *record.to_row())
+
+    def _stream_partition(self, scope: str, stream: str) -> tuple[_delta.DeltaTransaction, list, StreamRecord | None]:
+        """A transaction on the streams table fenced on this stream's partition, the partition's
+        files and the stream's record in them."""
+        txn, files, rows = self._catalog_partition(scope, stream)
+        return txn, files, StreamRecord.from_row(rows[0]) if rows else None
+
+    def _catalog_partition(self, scope: str, name: str) -> tuple[_delta.DeltaTransaction, list, list[dict]]:
+        """A transaction on the streams table fenced on the partition of ``name`` (a stream or a
+        KVT's internal name), the partition's files and the rows of ``name`` in them."""
+        txn = _delta.transaction(self.spark, self.streams_path)
+        files = txn.read_partition(STREAM_KEY, stream_key(scope, name))
+        return txn, files, [r for r in txn.rows(files) if r["scope"] == scope and r["stream"] == name]
+
+    def insert_stream(self, record: StreamRecord, scope_created: datetime) -> bool:
+        """Insert the stream row unless one exists: True if this call inserted it.
+
+        One commit fenced on the stream's partition (of two concurrent inserts one conflicts, and
+        its retry finds the row) and on its scope's deletion mark (``mark_scope_deleted``): a
+        concurrent deletion of the scope makes it conflict, and its retry finds the mark.
+
+        Raises:
+            ScopeNotFoundError: the scope created at ``scope_created`` was deleted.
+        """
+        return self._insert_catalog_row(record.scope, record.stream, self._stream_row(record), scope_created)
+
+    def _insert_catalog_row(self, scope: str, name: str, row: tuple, scope_created: datetime) -> bool:
+        """Insert a row of the scope's catalogue (a stream's, or a key-value table's under its
+        internal name) unless its partition holds one: fenced on that partition and on the
+        scope's deletion mark (see ``insert_stream``)."""
+        txn, files, found = self._catalog_partition(scope, name)
+        marks = txn.rows(txn.read_partition(STREAM_KEY, stream_key(scope, SCOPE_MARK)))
+        if any(r["stream"] == SCOPE_MARK and r["scope"] == scope
+               and _aware(r["creation_time"]) == scope_created for r in marks):
+            raise ScopeNotFoundError(f"scope {scope} does not exist (deleted)")
+        if found:
+            return False
+        _delta.replace(txn, files, [row], STREAMS_SCHEMA, (STREAM_KEY,))
+        return True
+
+    def mark_scope_deleted(self, scope: str, scope_created: datetime) -> bool:
+        """Record in the streams table that the scope created at ``scope_created`` is being
+        deleted, unless it has a stream: True if marked (or already marked).
+
+        One commit that reads the whole streams table, so it conflicts with any concurrent
+        stream insert (whose retry then sees the mark, see ``insert_stream``); a stream inserted
+        before it is seen, and the scope is not empty."""
+        txn = _delta.transaction(self.spark, self.streams_path)
+        files = txn.read_whole_table()
+        rows = txn.rows(files)
+        if any(r["scope"] == scope and r["stream"] != SCOPE_MARK for r in rows):
+            return False
+        key = stream_key(scope, SCOPE_MARK)
+        if any(r[STREAM_KEY] == key and _aware(r["creation_time"]) == scope_created for r in rows):
+            return True
+        now = utc_now()
+        mark = (key, scope, SCOPE_MARK, SCOPE_DELETED, "{}", [], 0, None, None, scope_created, now, 0, None)
+        mine = [f for f in files if f.partition(STREAM_KEY) == key]
+        _delta.replace(txn, mine, [mark], STREAMS_SCHEMA, (STREAM_KEY,))
+        return True
+
+    def compare_and_set_stream(self, expected: StreamRecord, new: StreamRecord) -> bool:
+        """Replace the stream row with ``new`` iff it still has ``expected.row_version``.
+
+        One commit that reads the row's partition (so a concurrent change of the row makes it
+        fail with a conflict) and replaces its file with one holding ``new``."""
+        txn, files, found = self._stream_partition(expected.scope, expected.stream)
+        if found is None or found.row_version != expected.row_version:
+            return False
+        _delta.replace(txn, files, [self._stream_row(new)], STREAMS_SCHEMA, (STREAM_KEY,))
+        return True
+
+    def delete_stream_row(self, scope: str, stream: str) -> None:
+        txn, files, found = self._stream_partition(scope, stream)
+        if found is not None:
+            _delta.replace(txn, files, [], STREAMS_SCHEMA, (STREAM_KEY,))
+
+    # ---- key-value tables ----------------------------------------------------------------------
+    def key_value_table_path(self, scope: str, kvt: str, table_id: str) -> str:
+        """Where one incarnation of a KVT keeps its entries (a KVT created again gets a new id)."""
+        return f"{self.root}/{scope}/{KVT_PREFIX}{kvt}/{table_id}"
+
+    def key_value_tables(self) -> DataFrame:
+        """The catalogue rows of every KVT: ``scope, kvt, configuration, creation_time``."""
+        return (_delta.read(self.spark, self.streams_path).where(F.col("stream").startswith(KVT_PREFIX))
+                .select("scope", F.expr(f"substring(stream, {len(KVT_PREFIX) + 1})").alias("kvt"),
+                        "configuration", "creation_time"))
+
+    def key_value_table_row(self, scope: str, kvt: str) -> dict | None:
+        """The KVT's catalogue row (``configuration`` is JSON with its ``table_id``), or None."""
+        name = KVT_PREFIX + kvt
+        rows = [r for r in self.table_rows(self.streams_path, STREAM_KEY, stream_key(scope, name))
+                if r["scope"] == scope and r["stream"] == name]
+        return rows[0] if rows else None
+
+    def insert_key_value_table(self, scope: str, kvt: str, configuration: str, scope_created: datetime) -> bool:
+        """Register the KVT unless it exists (one commit, fenced as ``insert_stream``'s)."""
+        name, now = KVT_PREFIX + kvt, utc_now()
+        row = (stream_key(scope, name), scope, name, ACTIVE, configuration, [], 0, None, None, now, now, 0, None)
+        return _delta.retrying(lambda: self._insert_catalog_row(scope, name, row, scope_created),
+                               f"create key-value table {scope}/{kvt}")
+
+    def remove_key_value_table_data(self, scope: str, kvt: str, table_id: str) -> bool:
+        """Delete one incarnation's entries table (its folder; over Spark Connect, its rows)."""
+        path = self.key_value_table_path(scope, kvt, table_id)
+        if self.backend.connect:
+            return self.backend.clear_tables([path])
+        return _delta.remove_path(self.spark, path)
+
+    def delete_key_value_table_row(self, scope: str, kvt: str) -> dict | None:
+        """Remove the KVT's catalogue row (one commit); the row removed, or None if absent."""
+        def attempt() -> dict | None:
+            txn, files, rows = self._catalog_partition(scope, KVT_PREFIX + kvt)
+            if rows:
+                _delta.replace(txn, files, [], STREAMS_SCHEMA, (STREAM_KEY,))
+            return rows[0] if rows else None
+
+        return _delta.retrying(attempt, f"delete key-value table {scope}/{kvt}")
+
+    # ---- reader groups -----------------------------------------------------------------------
+    def reader_groups(self) -> DataFrame:
+        return _delta.read(self.spark, self.reader_groups_path)
+
+    def reader_group_row(self, scope: str, group: str) -> dict | None:
+        """The group's row (no Spark job while the table is small), or None."""
+        rows = [r for r in self.table_rows(self.reader_groups_path, READER_GROUP_KEY, group_key(scope, group))
+                if r["scope"] == scope and r["reader_group"] == group]
+        return rows[0] if rows else None
+
+    def update_reader_group(self, scope: str, group: str, change, what: str) -> bool:
+        """One commit replacing the group's row with ``change(row or None)`` (a row dict; None:
+        no change; ``{}``: delete the row). The commit reads the group's partition, so a
+        concurrent update of the group makes it conflict and run ``change`` again on the new row
+        (Pravega's state synchronizer's conditional update). Returns whether it changed."""
+        def change_rows(rows: list[dict]):
+            mine = [r for r in rows if r["scope"] == scope and r["reader_group"] == group]
+            others = [r for r in rows if r not in mine]
+            new = change(mine[0] if mine else None)
+            if new is None:
+                return None
+            kept = [*others, *([{**new, READER_GROUP_KEY: group_key(scope, group)}] if new else [])]
+            return self.as_tuples(kept, READER_GROUPS_SCHEMA)
+
+        return self.rewrite_rows(self.reader_groups_path, READER_GROUPS_SCHEMA, change_rows, what,
+                                 partition=(READER_GROUP_KEY, group_key(scope, group)))
+
+    def member_rows(self, scope: str, group: str) -> list[dict]:
+        """The group's member rows (``READER_GROUP_MEMBERS_SCHEMA`` as dicts; no Spark job while
+        the table is small); [] before any reader refreshed."""
+        if not _delta.exists(self.spark, self.members_path):
+            return []
+        return [r for r in self.table_rows(self.members_path) if r["scope"] == scope and r["reader_group"] == group]
+
+    def update_member(self, scope: str, group: str, reader: str, change, what: str) -> bool:
+        """One commit replacing the reader's member row with ``change(row or None)`` (a row dict,
+        or None: no change). The commit reads only the reader's own partition, so it never
+        conflicts with another reader's refresh or with the group's row."""
+        key = member_key(scope, group, reader)
+
+        def change_rows(rows: list[dict]):
+            mine = [r for r in rows if r["scope"] == scope and r["reader_group"] == group and r["reader"] == reader]
+            others = [r for r in rows if r not in mine]
+            new = change(mine[0] if mine else None)
+            if new is None:
+                return None
+            return self.as_tuples([*others, {**new, MEMBER_KEY: key}], READER_GROUP_MEMBERS_SCHEMA)
+
+        return self.rewrite_rows(self.members_path, READER_GROUP_MEMBERS_SCHEMA, change_rows, what,
+                                 partition=(MEMBER_KEY, key))
+
+    # ---- per-stream tables -------------------------------------------------------------------
+    def create_stream_tables(self, scope: str, stream: str, initial: Sequence[SegmentRecord]) -> None:
+        """Create the segments table holding ``initial`` and the empty events table (idempotent).
+
+        The retention set and subscribers tables are created on first write (``_table``): until
+        then they read as empty."""
+        _delta.create_table(self.spark, self.segments_path(scope, stream), SEGMENTS_SCHEMA,
+                            properties=SMALL_TABLE_PROPERTIES, rows=self._segment_rows(initial))
+        _delta.create_table(self.spark, self.events_path(scope, stream), EVENTS_SCHEMA,
+                            EVENTS_PARTITIONS, EVENTS_PROPERTIES)
+
+    def remove_stream_tables(self, scope: str, stream: str) -> bool:
+        """Delete the stream's folder; over Spark Connect (no file system), empty each of its
+        tables instead (VACUUM removes the bytes later; a stream created again refills them)."""
+        if self.backend.connect:
+            names = (SEGMENTS_TABLE, EVENTS_TABLE, RETENTION_SET_TABLE, AUTOSCALE_TABLE, SUBSCRIBERS_TABLE,
+                     TRANSIENT_TABLE, WRITER_MARKS_TABLE, WATERMARKS_TABLE)
+            return self.backend.clear_tables([f"{self.stream_dir(scope, stream)}/{n}" for n in names])
+        return _delta.remove_path(self.spark, self.stream_dir(scope, stream))
+
+    # ---- segments ----------------------------------------------------------------------------
+    def segments(self, scope: str, stream: str) -> DataFrame:
+        return _delta.read(self.spark, self.segments_path(scope, stream))
+
+    def segment_records(self, scope: str, stream: str) -> list[SegmentRecord]:
+        rows = self.table_rows(self.segments_path(scope, stream))
+        return sorted((SegmentRecord(r["segment_id"], r["key_start"], r["key_end"],
+                                     from_spark_time(r["creation_time"]), r["sealed_epoch"], r["sealed_size"])
+                       for r in rows), key=lambda s: s.segment_id)
+
+    @staticmethod
+    def _segment_rows(records: Iterable[SegmentRecord]) -> list[tuple]:
+        return [(r.segment_id, r.segment_number, r.creation_epoch, float(r.key_start),
+                 float(r.key_end), r.creation_time or utc_now(), r.sealed_epoch, r.sealed_size)
+                for r in records]
+
+    def merge_segments(self, scope: str, stream: str, records: Iterable[SegmentRecord]) -> None:
+        """Upsert segment rows (idempotent: the same records give the same table).
+
+        One commit that reads the whole (small) table and replaces it with one file: new segments
+        are added, known ones take the given ``sealed_epoch`` and ``sealed_size``."""
+        new = {row[0]: row for row in self._segment_rows(records)}
+        if not new:
+            return
+        path = self.segments_path(scope, stream)
+
+        def attempt() -> None:
+            txn = _delta.transaction(self.spark, path)
+            files = txn.read_whole_table()
+            rows = {r["segment_id"]: tuple(r[c] for c in SEGMENTS_SCHEMA.fieldNames()) for r in txn.rows(files)}
+            merged = dict(rows)
+            for sid, row in new.items():
+                merged[sid] = rows[sid][:6] + row[6:] if sid in rows else row
+            if merged == rows:
+                return
+            _delta.replace(txn, files, [merged[sid] for sid in sorted(merged)], SEGMENTS_SCHEMA)
+
+        _delta.retrying(attempt, f"update segments of {scope}/{stream}")
+
+    # ---- events ------------------------------------------------------------------------------
+    def events(self, scope: str, stream: str, version: int | None = None) -> DataFrame:
+        """The events table (at ``version``) with absolute offsets: ``EVENTS_VIEW_COLUMNS``."""
+        return events_view(_delta.read(self.spark, self.events_path(scope, stream), version))
+
+    def events_version(self, scope: str, stream: str) -> int:
+        return _delta.version(self.spark, self.events_path(scope, stream))
+
+    def empty_events_commit(self, scope: str, stream: str) -> int:
+        """Commit nothing to the events table (a version no reader or writer sees a change in);
+        returns its version: a start position that exists for Delta's streaming source."""
+        return _delta.transaction(self.spark, self.events_path(scope, stream)).commit(None)
+
+    def known_boundaries(self, scope: str, stream: str) -> set[tuple[int, int]]:
+        """The (mutable) set of positions of this stream's events table known to be boundaries."""
+        table_id = _delta.latest(self.spark, self.events_path(scope, stream))[1]
+        return self._boundaries.setdefault(table_id, set())
+
+    def segment_summary(self, scope: str, stream: str, segment_ids: Iterable[int],
+                        version: int | None = None) -> dict[int, _delta.PartitionSummary]:
+        """Per segment with files: its largest ``end_offset`` and its rows' ``record_type`` range,
+        at the events table's latest version (or ``version``), from the log: the checksum file's
+        file list (no Spark job), else one query over the snapshot's file list. Known per
+        version: asking again before the table changes costs a look at its log."""
+        ids = sorted({int(s) for s in segment_ids})
+        return self.backend.summarize(self.events_path(scope, stream), EVENTS_PARTITION, ids, "end_offset",
+                                      "record_type", version)
+
+    def segment_tails(self, scope: str, stream: str, segment_ids: Iterable[int],
+                      version: int | None = None) -> dict[int, SegmentTail]:
+        """Length of each segment (0 if empty) and whether it is sealed, at the events table's
+        latest version (or ``version``): ``segment_summary``."""
+        ids = sorted(set(segment_ids))
+        summary = self.segment_summary(scope, stream, ids, version) if ids else {}
+        return {sid: segment_tail(summary[sid]) if sid in summary else SegmentTail(0, False) for sid in ids}
+
+    def may_hold_chunks(self, scope: str, stream: str, segment_ids: Iterable[int], version: int | None = None) -> bool:
+        """Whether the segments may hold large-event chunk rows at the events table's latest
+        version (or ``version``): False only if none of these segments' files has a
+        ``record_type`` as low as a chunk's, by their statistics (``segment_summary``)."""
+        ids = sorted(set(segment_ids))
+        if not ids:
+            return False
+        summary = self.segment_summary(scope, stream, ids, version)
+        return any(m.low is None or m.low <= max(CHUNK_TYPES) for m in summary.values())
+
+    def segment_tails_in(self, txn: _delta.DeltaTransaction, scope: str, stream: str,
+                         segment_ids: Sequence[int]) -> dict[int, SegmentTail]:
+        """Like ``segment_tails``, as of ``txn``'s snapshot of the events table, from file
+        statistics (the data is aggregated only if a file has none)."""
+        summary = txn.summarize(EVENTS_PARTITION, list(segment_ids), "end_offset", "record_type")
+        return {sid: segment_tail(summary[sid]) if sid in summary else SegmentTail(0, False) for sid in segment_ids}
+
+    def seal_segments(self, scope: str, stream: str, segment_ids: Sequence[int]) -> dict[int, int]:
+        """Close each segment with a seal record at its length (idempotent); returns sealed sizes.
+
+        The seal commit is fenced like an append: it fails if an append lands in one of the
+        segments meanwhile, so an append and a seal never both succeed for the same bytes.
+        """
+        path = self.events_path(scope, stream)
+        ids = sorted({int(s) for s in segment_ids})
+
+        def attempt() -> dict[int, int]:
+            txn = _delta.transaction(self.spark, path)
+            txn.track_partitions(EVENTS_PARTITION, ids)
+            tails = self.segment_tails_in(txn, scope, stream, ids)
+            todo = {sid: t.length for sid, t in tails.items() if not t.sealed}
+            if todo:
+                now = utc_now()
+                markers = [control_row(sid, size, RECORD_SEAL, now) for sid, size in todo.items()]
+                failpoint("seal:before_commit")
+                txn.commit(txn.write_rows(markers, EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS),
+                           EVENTS_PARTITIONS)
+            return {sid: t.length for sid, t in tails.items()}
+
+        return _delta.retrying(attempt, f"seal segments {ids} of {scope}/{stream}", SEAL_RETRY)
+
+    # ---- truncation --------------------------------------------------------------------------
+    def mark_truncation_starts(self, scope: str, stream: str, starts: Mapping[int, int]) -> int:
+        """Make sure each segment of ``starts`` has a TRUNCATE record at its new start offset.
+
+        The record keeps the segment's length known once every event below the offset is deleted
+        (a cut may sit at an open segment's tail). It claims no new bytes (the offset is at or
+        below the tail), so it is a plain append; an append racing with it retries on its fence.
+        Returns the number of records added (0 when a previous attempt already added them).
+        """
+        if not starts:
+            return 0
+        txn = _delta.transaction(self.spark, self.events_path(scope, stream))
+        files = txn.all_files()
+        if files is not None:  # a marker is always a file of its own: its statistics say so
+            present = set()
+            for f in files:
+                low, high = f.min_values, f.max_values
+                if low.get("record_type") == high.get("record_type") == RECORD_TRUNCATE:
+                    present.add((f.int_partition(EVENTS_PARTITION), f.int_partition("base_offset") + low.get("rel_offset")))
+        else:
+            present = {(r[0], r[1]) for r in self.events(scope, stream, txn.read_version)
+                       .where(F.col("segment_id").isin(list(starts)) & (F.col("record_type") == RECORD_TRUNCATE))
+                       .select("segment_id", "offset").collect()}
+        now = utc_now()
+        rows = [control_row(sid, off, RECORD_TRUNCATE, now)
+                for sid, off in sorted(starts.items()) if (sid, off) not in present]
+        if rows:  # a blind append: it claims no bytes, so it needs no fence
+            txn.commit(txn.write_rows(rows, EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS),
+                       EVENTS_PARTITIONS)
+        return len(rows)
+
+    def delete_segments(self, scope: str, stream: str, segment_ids: Sequence[int]) -> _delta.CommitMetrics:
+        """Delete whole segments: one DELETE commit that removes their files and rewrites none."""
+        if not segment_ids:
+            return _delta.CommitMetrics(None, {})
+        ids = ", ".join(str(int(s)) for s in sorted(segment_ids))
+        return _delta.retrying(lambda: self._delete(scope, stream, {int(s): None for s in segment_ids},
+                                                    f"segment_id IN ({ids})"),
+                               f"delete segments of {scope}/{stream}")
+
+    def delete_below(self, scope: str, stream: str, starts: Mapping[int, int]) -> _delta.CommitMetrics:
+        """Delete the records below each segment's new start offset (files holding only such
+        records are removed, files straddling the offset are rewritten without them)."""
+        if not starts:
+            return _delta.CommitMetrics(None, {})
+        condition = " OR ".join(f"(segment_id = {int(s)} AND base_offset + rel_offset < {int(o)})"
+                                for s, o in sorted(starts.items()))
+        return _delta.retrying(lambda: self._delete(scope, stream, {int(s): int(o) for s, o in starts.items()},
+                                                    condition),
+                               f"truncate segments of {scope}/{stream}")
+
+    def _delete(self, scope: str, stream: str, below: Mapping[int, int | None], condition: str) -> _delta.CommitMetrics:
+        """One DELETE commit on the events table: in each segment of ``below``, the rows with
+        ``offset`` below its value (None: all of them).
+
+        Files are judged by their statistics: wholly below -> removed; wholly at or above -> kept;
+        straddling (or without statistics) -> rewritten without the rows below, in the same
+        commit. The files looked at are the commit's reads, so a concurrent removal of one of
+        them (another process finishing the same truncation) makes it conflict and retry, while
+        appends (always above the tail, so above every start) do not."""
+        if self.backend.connect:  # DELETE statements (no file placement over Spark Connect)
+            return _delta.CommitMetrics(*self.backend.truncate(self.events_path(scope, stream), EVENTS_PARTITION,
+                                                               dict(below)))
+        txn = _delta.transaction(self.spark, self.events_path(scope, stream))
+        files = txn.read_files_in(EVENTS_PARTITION, sorted(below))
+        removed, straddling = [], []
+        for f in files:  # a file's rows lie in [base_offset, end_offset): the log says where
+            start = below[f.int_partition(EVENTS_PARTITION)]
+            base, end = f.int_partition("base_offset"), f.int_partition("end_offset")
+            if start is None or end < start or (end == start and base < start):
+                removed.append(f)
+            elif base < start:
+                straddling.append(f)
+        if not removed and not straddling:
+            return _delta.CommitMetrics(None, {})
+        adds, kept = None, []
+        if straddling:
+            keep = " OR ".join(f"(segment_id = {s} AND base_offset + rel_offset >= {o})"
+                               for s, o in sorted(below.items()) if o is not None)
+            # the rows kept keep their file's base and end (partition values): offsets unchanged
+            kept = txn.write(txn.read_files(straddling).where(keep), EVENTS_PARTITIONS)
+            # each rewritten file keeps its original's time (Delta's streaming source orders a
+            # snapshot by it: see ``_delta.commit_times``)
+            times = {(f.int_partition(EVENTS_PARTITION), f.int_partition("base_offset")): f.modification_time
+                     for f in straddling}
+            adds = [k.placed(modification_time=times.get((k.int_partition(EVENTS_PARTITION), k.int_partition("base_offset"))))
+                    for k in kept]
+        copied = sum(f.num_records for f in kept)
+        metrics = {"numRemovedFiles": len(removed) + len(straddling), "numAddedFiles": len(kept),
+                   "numCopiedRows": copied,
+                   "numDeletedRows": sum(f.num_records for f in removed + straddling) - copied}
+        txn.record_metrics(metrics)
+        version = txn.commit(adds, EVENTS_PARTITIONS, extra=txn.removals(removed + straddling),
+                             delete_predicate=condition)
+        return _delta.CommitMetrics(version, metrics)
+
+    # ---- tables created on first write -------------------------------------------------------
+    def _table(self, path: str, schema: StructType, partition_by: tuple[str, ...] = ()) -> str:
+        """``path``, after creating its (empty) table if it does not exist yet (safe to race)."""
+        _delta.create_table(self.spark, path, schema, partition_by, SMALL_TABLE_PROPERTIES)
+        return path
+
+    def _read_or_empty(self, path: str, schema: StructType) -> DataFrame:
+        if _delta.exists(self.spark, path):
+            return _delta.read(self.spark, path)
+        return self.spark.createDataFrame([], schema)
+
+    # ---- small tables rewritten whole --------------------------------------------------------
+    def rewrite_rows(self, path: str, schema: StructType, change, what: str,
+                     partition: tuple[str, str] | None = None, partition_by: tuple[str, ...] = ()) -> bool:
+        """One commit replacing a small table's rows (or one string partition's) with
+        ``change(rows)`` (dicts in, tuples in ``schema``'s order out; None: leave them as they
+        are). The commit reads what it replaces, so a concurrent change there makes the attempt
+        conflict and run again. ``partition_by`` names a partitioned table's partition columns
+        (``partition``'s column by default). Returns whether anything changed."""
+        partition_by = partition_by or ((partition[0],) if partition else ())
+        self._table(path, schema, partition_by)
+        return self.backend.replace_rows(path, schema, change, what, partition, partition_by)
+
+    @staticmethod
+    def as_tuples(rows: Iterable[Mapping], schema: StructType) -> list[tuple]:
+        """Row dicts as tuples in ``schema``'s column order."""
+        return [tuple(r[c] for c in schema.fieldNames()) for r in rows]
+
+    # ---- auto-scaling marks -------------------------------------------------------------------
+    def autoscale_marks(self, scope: str, stream: str) -> list[dict]:
+        """The auto-scaler's rows for the stream (``AUTOSCALE_SCHEMA`` as dicts); none yet: []."""
+        path = self.autoscale_path(scope, stream)
+        return self.table_rows(path) if _delta.exists(self.spark, path) else []
+
+    def merge_autoscale_marks(self, scope: str, stream: str, rows: list[dict], keep: set[int]) -> None:
+        """One commit: the rows of ``keep``'s segments, each field the later of the stored one and
+        ``rows``' (two runs at once both keep their requests' mutes and marks)."""
+        def change(stored: list[dict]):
+            merged = {int(r["segment_id"]): dict(r) for r in stored if int(r["segment_id"]) in keep}
+            for r in rows:
+                old = merged.setdefault(int(r["segment_id"]), {"segment_id": int(r["segment_id"]), "last_up": None,
+                                                               "last_down": None, "cold_until": None})
+                for f in ("last_up", "last_down", "cold_until"):
+                    if r[f] is not None and (old[f] is None or r[f] > old[f]):
+                        old[f] = r[f]
+            new = sorted(merged.values(), key=lambda r: r["segment_id"])
+            if new == sorted(stored, key=lambda r: r["segment_id"]):
+                return None
+            return self.as_tuples(new, AUTOSCALE_SCHEMA)
+
+        self.rewrite_rows(self.autoscale_path(scope, stream), AUTOSCALE_SCHEMA, change,
+                          f"auto-scaling marks of {scope}/{stream}")
+
+    # ---- retention set -----------------------------------------------------------------------
+    def retention_set(self, scope: str, stream: str) -> DataFrame:
+        return self._read_or_empty(self.retention_set_path(scope, stream), RETENTION_SET_SCHEMA)
+
+    def retention_records(self, scope: str, stream: str) -> list[RetentionRecord]:
+        """The stream's retention set, oldest first."""
+        path = self.retention_set_path(scope, stream)
+        if not _delta.exists(self.spark, path):
+            return []
+        rows = sorted(self.table_rows(path), key=lambda r: r["recording_time"])
+        return [RetentionRecord(from_spark_time(r["recording_time"]), int(r["recording_size"]),
+                                StreamCut.from_text(r["stream_cut"])) for r in rows]
+
+    def add_retention_record(self, scope: str, stream: str, record: RetentionRecord) -> bool:
+        """Append ``record`` unless the set already has one at least as new (Pravega's
+        ``addReferenceToStreamCutIfLatest``); True if this call added it."""
+        new = {"recording_time": record.recording_time, "recording_size": int(record.recording_size),
+               "stream_cut": record.stream_cut.as_text()}
+
+        def change(rows: list[dict]):
+            if any(r["recording_time"] >= record.recording_time for r in rows):
+                return None
+            return self.as_tuples(sorted([*rows, new], key=lambda r: r["recording_time"]), RETENTION_SET_SCHEMA)
+
+        return self.rewrite_rows(self.retention_set_path(scope, stream), RETENTION_SET_SCHEMA, change,
+                             f"add retention record of {scope}/{stream}")
+
+    def drop_retention_records(self, scope: str, stream: str, up_to: datetime) -> None:
+        """Drop every record recorded at or before ``up_to``."""
+        path = self.retention_set_path(scope, stream)
+        if not _delta.exists(self.spark, path):
+            return
+
+        def change(rows: list[dict]):
+            keep = [r for r in rows if r["recording_time"] > up_to]
+            return None if len(keep) == len(rows) else self.as_tuples(keep, RETENTION_SET_SCHEMA)
+
+        self.rewrite_rows(path, RETENTION_SET_SCHEMA, change, f"drop retention records of {scope}/{stream}")
+
+    # ---- subscribers -------------------------------------------------------------------------
+    def subscribers(self, scope: str, stream: str) -> DataFrame:
+        return self._read_or_empty(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA)
+
+    def subscriber_rows(self, scope: str, stream: str) -> list[dict]:
+        path = self.subscribers_path(scope, stream)
+        return self.table_rows(path) if _delta.exists(self.spark, path) else []
+
+    def subscriber(self, scope: str, stream: str, subscriber: str) -> tuple[int, dict[int, int]] | None:
+        """``(generation, cut positions)`` of one subscriber, or None if it is not subscribed."""
+        rows = [r for r in self.subscriber_rows(scope, stream) if r["subscriber"] == subscriber]
+        if not rows:
+            return None
+        return int(rows[0]["generation"]), {int(e["segment_id"]): int(e["offset"]) for e in rows[0]["stream_cut"]}
+
+    def has_subscriber_cuts(self, scope: str, stream: str) -> bool:
+        """Whether any subscriber has published a cut."""
+        return any(r["stream_cut"] for r in self.subscriber_rows(scope, stream))
+
+    def subscriber_cuts(self, scope: str, stream: str) -> DataFrame:
+        """One row per entry of each subscriber's cut: ``subscriber, segment_id, offset``."""
+        return (self.subscribers(scope, stream)
+                .select("subscriber", F.explode("stream_cut").alias("e"))
+                .select("subscriber", F.col("e.segment_id").alias("segment_id"), F.col("e.offset").alias("offset")))
+
+    def upsert_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
+        """Add the subscriber with an empty cut, or raise its generation keeping its cut (Pravega's
+        ``addSubscriber``); an older or equal generation changes nothing. True if changed."""
+        def change(rows: list[dict]):
+            found = [r for r in rows if r["subscriber"] == subscriber]
+            if found and found[0]["generation"] >= generation:
+                return None
+            cut = found[0]["stream_cut"] if found else []
+            others = [r for r in rows if r["subscriber"] != subscriber]
+            new = {"subscriber": subscriber, "generation": int(generation), "stream_cut": cut, "update_time": utc_now()}
+            return self.as_tuples([*others, new], SUBSCRIBERS_SCHEMA)
+
+        return self.rewrite_rows(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA, change,
+                             f"add subscriber {subscriber} to {scope}/{stream}")
+
+    def delete_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> None:
+        """Remove the subscriber unless it has a newer generation than ``generation``."""
+        path = self.subscribers_path(scope, stream)
+        if not _delta.exists(self.spark, path):
+            return
+
+        def change(rows: list[dict]):
+            keep = [r for r in rows if not (r["subscriber"] == subscriber and r["generation"] <= generation)]
+            return None if len(keep) == len(rows) else self.as_tuples(keep, SUBSCRIBERS_SCHEMA)
+
+        self.rewrite_rows(path, SUBSCRIBERS_SCHEMA, change, f"remove subscriber {subscriber} from {scope}/{stream}")
+
+    def compare_and_set_subscriber_cut(self, scope: str, stream: str, subscriber: str, generation: int,
+                                       expected: Mapping[int, int], cut: Mapping[int, int]) -> bool:
+        """Replace the subscriber's cut iff it still has ``generation`` and the ``expected`` cut
+        (one commit; a concurrent change of the subscribers table makes it run again)."""
+        def entries(positions: Mapping[int, int]) -> list[dict]:
+            return [{"segment_id": int(s), "offset": int(o)} for s, o in sorted(positions.items())]
+
+        def change(rows: list[dict]):
+            found = [r for r in rows if r["subscriber"] == subscriber]
+            if (not found or found[0]["generation"] != generation
+                    or sorted((e["segment_id"], e["offset"]) for e in found[0]["stream_cut"]) != sorted(expected.items())):
+                return None
+            new = {**found[0], "stream_cut": entries(cut), "update_time": utc_now()}
+            return self.as_tuples([r for r in rows if r["subscriber"] != subscriber] + [new], SUBSCRIBERS_SCHEMA)
+
+        return self.rewrite_rows(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA, change,
+                             f"update cut of {subscriber} on {scope}/{stream}")

@@ -1,0 +1,646 @@
+"""Large events (up to 1 GiB): Pravega's large-event writes, on Delta tables.
+
+Pravega writes an event over 8 MiB into a *transient segment*, chunk by chunk, then merges that
+segment into the target segment atomically. Here:
+
+- **Staging.** ``EventStreamWriter.stream_event(routing_key)`` returns a ``LargeEventWriter``, a
+  writable binary file. It holds at most one chunk (8 MiB by default) in memory: each full chunk is
+  written once, as a one-row data file of the events table (under ``events/transient=<id>/``,
+  framed relative to the chunk: the event's header before the first chunk), and a manifest row
+  naming that file is appended to the stream's ``transient`` table, in a partition of the event's
+  own (its *transient id*: Pravega's ``<segment>#transient.<writer>.<id>``). Staged chunks survive
+  the process; readers never see them (the events table does not reference them yet).
+- **Commit** is one Delta commit of the events table that writes no data (Pravega's merge of a
+  transient segment): the chunk files' add actions, placed in the segment that owns the event's
+  key *now* (after a scale, the successor) at its tail, contiguously, as one event (one 8-byte
+  header, the whole payload's length), and the decision ``pravega-large/<transient id> =
+  COMMITTED`` (a Delta application version). Then the manifests are removed from the transient
+  table (a second, idempotent commit). An event that stayed within 8 MiB and staged nothing is
+  written as a regular event instead.
+- **Abort** (``abort()``, ``close()`` without ``commit()``, an oversized event, or the clean-up of
+  idle transient data) commits ``ABORTED`` for the transient id in the events table, then removes
+  manifests and deletes the staged chunk files. Commit and abort both read the decision, so Delta lets only one of them
+  succeed: a commit racing the clean-up either lands whole or fails with ``LargeEventFailedError``.
+- **Reading.** ``assemble_large_events`` turns the chunk rows of each complete large event into one
+  row (a pure transformation used by ``read_events``); ``LargeEventReader`` (``open_event``)
+  streams one event chunk by chunk in bounded memory.
+
+Only the first chunk's offset and the last chunk's end are event boundaries, so stream cuts,
+truncation and reads never split a large event.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from .. import _delta
+from .._failpoints import failpoint
+from ..controller.client import Controller
+from ..errors import (
+    EventTooLargeError,
+    InvalidConfigError,
+    LargeEventFailedError,
+    NoSuchEventError,
+    TruncatedDataError,
+)
+from ..store.schema import (
+    CHUNK_TYPES,
+    EVENTS_PARTITION,
+    EVENTS_PARTITIONS,
+    EVENTS_SCHEMA,
+    EVENTS_STATS_COLUMNS,
+    HEADER_SIZE,
+    MAX_EVENT_SIZE,
+    MAX_LARGE_EVENT_SIZE,
+    RECORD_CHUNK,
+    RECORD_CHUNK_END,
+    RECORD_EVENT,
+    TRANSIENT_PARTITION,
+    TRANSIENT_SCHEMA,
+    TRANSIENT_STATS_COLUMNS,
+    UNPLACED,
+)
+from ..stream.stream_cut import StreamCut
+from .appender import WRITER_CONF, Appender, WriteResult
+from .routing import key_position
+
+log = logging.getLogger("pravega_spark")
+
+DEFAULT_CHUNK_SIZE = MAX_EVENT_SIZE
+MIN_CHUNK_SIZE = 1024
+# Pravega deletes a transient segment 30 s after its writer's connection closes; a writer here has
+# no connection, so idleness (no chunk staged) is what times it out, with a more generous default.
+DEFAULT_IDLE_TIMEOUT = timedelta(minutes=10)
+# How many payload bytes a LargeEventReader fetches per Spark job by default (4 default chunks);
+# the Python process holds one such window (an Arrow table).
+READ_WINDOW_BYTES = 4 * DEFAULT_CHUNK_SIZE
+
+LARGE_APP_PREFIX = "pravega-large/"
+_COMMITTED, _ABORTED = 1, 2
+
+
+# ---- pure: framing of chunk rows, assembly -------------------------------------------------------
+def chunk_framing(event_offset: int, position: int, length: int) -> tuple[int, int]:
+    """``(offset, next_offset)`` of the chunk holding payload bytes ``[position, position +
+    length)`` of a large event starting at ``event_offset``: the event's 8-byte header precedes
+    its first chunk's bytes."""
+    start = event_offset if position == 0 else event_offset + HEADER_SIZE + position
+    return start, event_offset + HEADER_SIZE + position + length
+
+
+def chunk_row(position: int, chunk: bytes, last: bool, routing_key: str | None, writer_id: str,
+              write_time: datetime) -> tuple:
+    """The events-table row (``EVENTS_SCHEMA`` order) of one staged chunk, before its commit
+    places it: its offsets relative to the chunk's own base, where ``chunk_framing`` will put it
+    (the first chunk carries the event's header; ``rel_event_offset`` points back to the event's
+    start)."""
+    start, end = chunk_framing(0, position, len(chunk))
+    return (UNPLACED, UNPLACED, UNPLACED, 0, end - start, RECORD_CHUNK_END if last else RECORD_CHUNK,
+            routing_key, chunk, writer_id, write_time, -start)
+
+
+def assemble_large_events(events: DataFrame) -> DataFrame:
+    """One row per event: the chunk rows of each large event become one row.
+
+    Rows that are not chunks pass through unchanged. Which large events are complete is decided
+    with window functions over each event's chunks (``segment_id``, ``event_offset``), on their
+    offsets only: its first chunk, its last chunk and no gap between them must all be there, so a
+    read never returns part of an event. The payloads of each complete event are then
+    concatenated in offset order by one aggregate (``listagg ... WITHIN GROUP``: one copy of the
+    bytes; a window frame over the payloads would copy the whole list into each of the event's
+    rows). The event's row gets ``offset = event_offset``, the last chunk's ``next_offset`` and
+    ``record_type = EVENT``; other columns (routing key, writer, write time, ...) are the event's.
+
+    Assembling holds the whole event in one task's memory (about twice its size): stream events
+    larger than that with ``StreamManager.open_event``.
+    """
+    is_chunk = F.col("record_type").isin(*CHUNK_TYPES)
+    chunks = events.where(is_chunk)
+    keys = ["segment_id", "event_offset"]
+    event = Window.partitionBy(*keys)
+    complete = (chunks.select(*keys, "offset", "next_offset", "record_type")
+                .withColumn("__first", F.min("offset").over(event))
+                .withColumn("__end", F.max("next_offset").over(event))
+                .withColumn("__bytes", F.sum(F.col("next_offset") - F.col("offset")).over(event))
+                .withColumn("__ends", F.sum((F.col("record_type") == RECORD_CHUNK_END).cast("int")).over(event))
+                .where((F.col("offset") == F.col("event_offset")) & (F.col("__first") == F.col("event_offset"))
+                       & (F.col("__ends") == 1) & (F.col("__bytes") == F.col("__end") - F.col("__first")))
+                .select(*keys))
+    aggregates = {
+        "offset": F.first("event_offset"),
+        "next_offset": F.max("next_offset"),
+        "record_type": F.lit(RECORD_EVENT),
+        "event": F.expr("listagg(event) WITHIN GROUP (ORDER BY offset)"),
+    }
+    assembled = (chunks.join(F.broadcast(complete), keys, "left_semi")
+                 .groupBy(*keys)
+                 .agg(*[aggregates.get(c, F.first(c)).alias(c) for c in events.columns if c not in keys]))
+    return events.where(~is_chunk).unionByName(assembled.select(*events.columns))
+
+
+# ---- pointers and status -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class EventPointer:
+    """Where one event is: its stream (``scope/stream``), segment and offset (Pravega's
+    ``EventPointer``). ``read_events`` rows carry all three (``scope``, ``stream``,
+    ``segment_id``, ``offset``): ``EventPointer.from_row(row)``."""
+
+    stream: str
+    segment_id: int
+    offset: int
+
+    @property
+    def scope_and_stream(self) -> tuple[str, str]:
+        scope, _, stream = self.stream.partition("/")
+        return scope, stream
+
+    def as_text(self) -> str:
+        return f"{self.stream}:{self.segment_id}:{self.offset}"
+
+    @classmethod
+    def from_text(cls, text: str) -> EventPointer:
+        try:
+            stream, segment_id, offset = text.rsplit(":", 2)
+            return cls(stream, int(segment_id), int(offset))
+        except ValueError:
+            raise InvalidConfigError(f"{text!r} is not an event pointer (scope/stream:segment:offset)") from None
+
+    @classmethod
+    def from_row(cls, row) -> EventPointer:
+        """From a ``read_events`` row (or any mapping with scope, stream, segment_id, offset)."""
+        values = row.asDict() if hasattr(row, "asDict") else dict(row)
+        return cls(f"{values['scope']}/{values['stream']}", int(values["segment_id"]), int(values["offset"]))
+
+
+def transient_app_id(transient_id: str) -> str:
+    return LARGE_APP_PREFIX + transient_id
+
+
+def check_chunk_size(chunk_size: int) -> int:
+    """A chunk size in ``[MIN_CHUNK_SIZE, MAX_EVENT_SIZE]`` (a chunk row is at most an event)."""
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or not (
+            MIN_CHUNK_SIZE <= chunk_size <= MAX_EVENT_SIZE):
+        raise InvalidConfigError(f"chunk_size must be an int in [{MIN_CHUNK_SIZE}, {MAX_EVENT_SIZE}], "
+                                 f"got {chunk_size!r}")
+    return chunk_size
+
+
+def _segment_for(segments, position: float):
+    ordered = sorted(segments, key=lambda s: s.key_start)
+    return next((s for s in ordered[:-1] if position < s.key_end), ordered[-1])
+
+
+# ---- writing -------------------------------------------------------------------------------------
+class LargeEventWriter(io.RawIOBase):
+    """One large event being written: a writable binary file (Pravega's large-event write).
+
+    Created by ``EventStreamWriter.stream_event``. ``write`` buffers at most one chunk; each full
+    chunk is staged (durably, invisibly) in the stream's transient table. ``commit()`` appends the
+    whole event atomically; ``abort()`` or ``close()`` without ``commit()`` discards it. Used as a
+    context manager, leaving the block without ``commit()`` (or with an exception) aborts.
+
+    Example:
+        >>> with writer.stream_event("cam-1") as event:  # doctest: +SKIP
+        ...     for block in frames:
+        ...         event.write(block)
+        ...     event.commit()
+        WriteResult(events=1, bytes=314572808, version=12, tail=...)
+    """
+
+    def __init__(self, appender: Appender, routing_key: str | None, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
+        super().__init__()
+        _delta.require_classic(appender.session, "writing large events")
+        self._appender = appender
+        self._store = appender.store
+        self._controller = appender.controller
+        self.routing_key = routing_key
+        self.chunk_size = check_chunk_size(chunk_size)
+        self.transient_id = uuid.uuid4().hex
+        self._app = transient_app_id(self.transient_id)
+        self._session = appender.session.newSession()
+        for key, value in WRITER_CONF.items():
+            self._session.conf.set(key, value)
+        # fixed for the event's chunks (a null key gets one random position for the whole event)
+        self.key_position = float(self._session.range(1).select(
+            key_position(F.lit(routing_key).cast("string"))).first()[0])
+        self._buffer = bytearray()
+        self._staged: list[int] = []  # position of each staged chunk
+        self._chunks: dict[int, tuple[int, str]] = {}  # position -> (size, its file's add action)
+        self._staged_bytes = 0
+        self._size = 0
+        self._started: datetime | None = None
+        self._result: WriteResult | None = None
+
+    def __repr__(self) -> str:
+        state = "committed" if self._result is not None else "closed" if self.closed else "open"
+        return (f"LargeEventWriter({self._appender.scoped_name}, key={self.routing_key!r}, "
+                f"id={self.transient_id}, {self._size} bytes, {len(self._staged)} chunks staged, {state})")
+
+    @property
+    def size(self) -> int:
+        """Payload bytes written so far."""
+        return self._size
+
+    @property
+    def staged_chunks(self) -> int:
+        return len(self._staged)
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        """Append ``data`` (bytes-like) to the event; returns the number of bytes taken.
+
+        Raises:
+            EventTooLargeError: the event would exceed 1 GiB (it is aborted: staged data discarded).
+        """
+        self._checkClosed()
+        view = memoryview(data).cast("B")
+        if self._size + len(view) > MAX_LARGE_EVENT_SIZE:
+            self._abort_quietly()
+            raise EventTooLargeError(f"a large event of more than {MAX_LARGE_EVENT_SIZE} bytes; "
+                                     "it was aborted and its staged data discarded")
+        taken = 0
+        while taken < len(view):
+            if len(self._buffer) == self.chunk_size:  # full and more is coming: stage it
+                self._stage(self._buffer)
+                self._buffer = bytearray()
+            room = self.chunk_size - len(self._buffer)
+            self._buffer += view[taken:taken + room]
+            taken += min(room, len(view) - taken)
+        self._size += taken
+        return taken
+
+    def flush(self) -> None:
+        """Nothing to do: full chunks are staged as they fill, the last one at ``commit()``."""
+
+    def commit(self) -> WriteResult:
+        """Append the event: one Delta commit, its chunks contiguous at the tail of the segment
+        owning its key now. A second call returns the first one's result.
+
+        Returns:
+            A ``WriteResult`` (one event, ``8 + size`` bytes).
+
+        Raises:
+            LargeEventFailedError: the event was aborted meanwhile (by the idle clean-up).
+            StreamSealedError: the stream is sealed (the event stays staged until aborted).
+        """
+        if self._result is not None:
+            return self._result
+        self._checkClosed()
+        if not self._staged and self._size <= MAX_EVENT_SIZE:
+            result = self._appender.append_bytes(bytes(self._buffer), self.routing_key)
+        else:
+            if self._buffer or not self._staged:
+                self._stage(self._buffer, last=True)
+                self._buffer = bytearray()
+            result = _delta.retrying(self._commit_attempt, f"commit {self!r}", self._appender.retry)
+            self._remove_staged()
+        self._result = result
+        super().close()
+        log.info("%r committed at version %s", self, result.version)
+        return result
+
+    def abort(self) -> None:
+        """Discard the event and its staged chunks (a no-op once committed or aborted).
+
+        Raises:
+            LargeEventFailedError: it was committed (by an earlier ``commit()`` whose result was lost).
+        """
+        if self._result is not None or self.closed:
+            return
+        self._buffer = bytearray()
+        if self._staged:
+            decided = decide(self._controller, self._appender.scope, self._appender.stream,
+                             [self.transient_id], _ABORTED)
+            if decided.get(self.transient_id) == _COMMITTED:
+                super().close()
+                raise LargeEventFailedError(f"{self!r} was committed; it cannot be aborted")
+            self._remove_staged(delete_data=True)
+        super().close()
+        log.info("%r aborted", self)
+
+    def close(self) -> None:
+        """Abort unless committed (Pravega: closing a transient segment's writer discards it)."""
+        if not self.closed:
+            self.abort()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        """Garbage collection does not abort (Spark may be gone): the clean-up job will."""
+
+    # ---- internals ---------------------------------------------------------------------------
+    def _abort_quietly(self) -> None:
+        try:
+            self.abort()
+        except Exception:  # noqa: BLE001 - the caller raises the reason
+            log.exception("%r: abort failed; the clean-up job will discard it", self)
+
+    def _stage(self, chunk: bytearray, last: bool = False) -> None:
+        """Stage one chunk: its data file, written once into the events table's directory (not
+        referenced by it yet), then a manifest row naming it, appended to the transient table
+        (both without a Spark job)."""
+        w = self._appender
+        path = self._store.ensure_transient_table(w.scope, w.stream)
+        position = self._staged_bytes
+        now = datetime.now(timezone.utc)
+        if self._started is None:
+            self._started = now  # one write time for all of the event's chunks
+        events = _delta.transaction(self._session, self._store.events_path(w.scope, w.stream))
+        [add] = events.write_rows([chunk_row(position, chunk, last, self.routing_key, w.writer_id, self._started)],
+                                  EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS,
+                                  folder=f"transient={self.transient_id}")
+        manifest = (self.transient_id, w.writer_id, self.routing_key, self.key_position, position, len(chunk),
+                    add.to_json(), now)
+
+        def attempt() -> int:  # a blind append: nobody else writes this transient id's partition
+            txn = _delta.transaction(self._session, path)
+            return txn.commit(txn.write_rows([manifest], TRANSIENT_SCHEMA, (TRANSIENT_PARTITION,),
+                                             TRANSIENT_STATS_COLUMNS), (TRANSIENT_PARTITION,))
+
+        version = _delta.retrying(attempt, f"stage a chunk of {self!r}")
+        self._chunks[position] = (len(chunk), manifest[6])
+        self._staged.append(position)
+        self._staged_bytes += len(chunk)
+        log.debug("%r staged %d bytes at position %d (transient version %d)", self, len(chunk), position, version)
+
+    def _commit_attempt(self) -> WriteResult:
+        w = self._appender
+        txn = w.transaction()
+        decision = txn.app_version(self._app)
+        if decision == _ABORTED:
+            raise LargeEventFailedError(f"{self!r} was aborted (idle for longer than the clean-up's "
+                                        "timeout); it cannot be committed")
+        if decision == _COMMITTED:  # an earlier attempt landed but did not learn it
+            return WriteResult(1, HEADER_SIZE + self._size, None, self._controller.tail_stream_cut(w.scope, w.stream))
+        segments, tails = w.open_segments_settling(txn)  # finishes a pending scale, or raises sealed
+        target = _segment_for(segments, self.key_position).segment_id
+        tail = tails[target]
+        # the fence: an append to or seal of the target segment after our snapshot fails our commit
+        txn.track_partitions(EVENTS_PARTITION, [target])
+        # the manifests are still there (from the log alone; an abort would also have decided)
+        found = staged_positions(self._session, self._store.transient_path(w.scope, w.stream), self.transient_id)
+        if found != self._staged:
+            raise LargeEventFailedError(f"{self!r}: its staged chunks are gone (found {len(found)} of "
+                                        f"{len(self._staged)}); it was aborted")
+        adds = []
+        places = [chunk_framing(tail, position, self._chunks[position][0]) for position in self._staged]
+        times = _delta.commit_times([(target, start) for start, _ in places])
+        for position, (start, end), t in zip(self._staged, places, times, strict=True):
+            # metadata only: each chunk file gets its place in the segment, in offset order
+            adds.append(_delta.FileEntry.from_json(self._chunks[position][1]).placed(
+                {EVENTS_PARTITION: target, "base_offset": start, "end_offset": end}, modification_time=t))
+        failpoint("large:before_commit")
+        version = txn.commit(adds, EVENTS_PARTITIONS, [txn.set_app_version(self._app, _COMMITTED)])
+        failpoint("large:after_commit")
+        end = tail + HEADER_SIZE + self._size
+        w.moved_to(tails, target, end)
+        return WriteResult(1, HEADER_SIZE + self._size, version,
+                           StreamCut(w.scoped_name, {**tails, target: end}), {target: HEADER_SIZE + self._size})
+
+    def _remove_staged(self, delete_data: bool = False) -> None:
+        w = self._appender
+        remove_transient(self._session, self._store.transient_path(w.scope, w.stream),
+                         self._store.events_path(w.scope, w.stream), [self.transient_id], delete_data)
+
+
+def decide(controller: Controller, scope: str, stream: str, transient_ids: list[str], decision: int) -> dict[str, int]:
+    """Record ``decision`` for the transient ids not decided yet (one events-table commit, fenced
+    on their decisions); returns every id's decision afterwards."""
+    path = controller.store.events_path(scope, stream)
+
+    def attempt() -> dict[str, int]:
+        txn = _delta.transaction(controller.spark, path)
+        current = {t: txn.app_version(transient_app_id(t)) for t in transient_ids}
+        todo = [t for t, v in current.items() if v < 0]
+        if todo:
+            txn.commit(None, (), [txn.set_app_version(transient_app_id(t), decision) for t in todo])
+        return {t: (decision if v < 0 else v) for t, v in current.items()}
+
+    return _delta.retrying(attempt, f"decide large events of {scope}/{stream}")
+
+
+def staged_positions(session, path: str, transient_id: str) -> list[int]:
+    """The positions of a transient id's staged chunks, in order, from the transient table's log
+    (each manifest file's statistics; no data read)."""
+    txn = _delta.transaction(session, path)
+    files = [f for f in txn.unfenced_files() if f.partition(TRANSIENT_PARTITION) == transient_id]
+    return sorted(int(f.min_values["position"]) for f in files)
+
+
+def remove_transient(session, path: str, events_path: str, transient_ids: list[str],
+                     delete_data: bool) -> tuple[int, int]:
+    """Remove the manifests of these transient ids (idempotent) and, for an aborted event
+    (``delete_data``), delete its staged chunk files; returns (chunk files, their bytes)."""
+    ids = ", ".join(f"'{t}'" for t in transient_ids)
+    found: list[dict] = []
+
+    def attempt() -> None:
+        txn = _delta.transaction(session, path)
+        files = txn.files_where(f"{TRANSIENT_PARTITION} IN ({ids})")
+        found[:] = txn.rows(files)
+        if files:
+            txn.commit(None, (TRANSIENT_PARTITION,), txn.removals(files, data_change=False))
+
+    _delta.retrying(attempt, f"remove transient data in {path}")
+    chunks = [json.loads(m["file"]) for m in found]
+    if delete_data and chunks:
+        _delta.delete_files(session, events_path, [c["path"] for c in chunks])
+    return len(chunks), sum(int(c["size"]) for c in chunks)
+
+
+# ---- clean-up of idle transient data -------------------------------------------------------------
+@dataclass(frozen=True)
+class TransientCleanup:
+    """What one clean-up of a stream's transient data did.
+
+    Attributes:
+        aborted: transient ids aborted (idle, never committed).
+        removed: transient ids whose staged data was removed (aborted ones, and committed ones
+            whose removal was interrupted).
+        files: staged files removed; bytes: their size (freed for good at the next VACUUM).
+    """
+
+    aborted: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    files: int = 0
+    bytes: int = 0
+    transient: Mapping[str, int] = field(default_factory=dict)
+
+
+def idle_transient_ids(session, path: str, now: datetime, idle_timeout: timedelta) -> dict[str, int]:
+    """Transient ids whose latest staged chunk is older than ``idle_timeout`` at ``now``, with
+    their staged payload bytes (from the manifests' log entries and statistics)."""
+    txn = _delta.transaction(session, path)
+    latest: dict[str, int] = {}
+    sizes: dict[str, int] = {}
+    for f in txn.unfenced_files():  # with statistics (sizes)
+        tid = f.partition(TRANSIENT_PARTITION)
+        latest[tid] = max(latest.get(tid, 0), f.modification_time)
+        sizes[tid] = sizes.get(tid, 0) + int(f.max_values.get("size", 0))
+    cutoff = int(now.timestamp() * 1000) - int(idle_timeout / timedelta(milliseconds=1))
+    return {tid: sizes[tid] for tid, ms in sorted(latest.items()) if ms <= cutoff}
+
+
+def clean_transient(controller: Controller, scope: str, stream: str, now: datetime,
+                    idle_timeout: timedelta = DEFAULT_IDLE_TIMEOUT) -> TransientCleanup:
+    """Abort the stream's idle large events and remove their staged data.
+
+    Safe against a concurrent commit of the same event: the abort decision is an events-table
+    commit that conflicts with the commit's, so exactly one of them wins.
+    """
+    path = controller.store.transient_path(scope, stream)
+    if not _delta.is_table(controller.spark, path):
+        return TransientCleanup()
+    idle = idle_transient_ids(controller.spark, path, now, idle_timeout)
+    if not idle:
+        return TransientCleanup()
+    decisions = decide(controller, scope, stream, list(idle), _ABORTED)
+    aborted = tuple(t for t, d in decisions.items() if d == _ABORTED)
+    events_path = controller.store.events_path(scope, stream)
+    files = size = 0
+    for ids, delete_data in ((list(aborted), True), ([t for t in idle if t not in aborted], False)):
+        if ids:  # an aborted event's chunks are deleted; a committed one's are its event now
+            n, b = remove_transient(controller.spark, path, events_path, ids, delete_data)
+            files, size = files + n, size + b
+    return TransientCleanup(aborted, tuple(idle), files, size, dict(idle))
+
+
+# ---- reading one event in bounded memory -----------------------------------------------------------
+class LargeEventReader(io.RawIOBase):
+    """A readable binary file over one event, fetched a window of chunks at a time.
+
+    Created by ``StreamManager.open_event``. Memory: one window of chunks (``READ_WINDOW_BYTES``,
+    32 MiB, by default), fetched as an Arrow table, plus the chunk being returned. Reads the events table as of the version at which
+    it was opened.
+
+    Example:
+        >>> with manager.open_event(row) as event:  # doctest: +SKIP
+        ...     for chunk in event.iter_chunks():
+        ...         digest.update(chunk)
+    """
+
+    def __init__(self, controller: Controller, pointer: EventPointer, window_chunks: int | None = None) -> None:
+        super().__init__()
+        scope, stream = pointer.scope_and_stream
+        self.pointer = pointer
+        head = controller.head_stream_cut(scope, stream).positions
+        if pointer.offset < max(head.get(pointer.segment_id, 0), 0):
+            raise TruncatedDataError(f"{pointer.as_text()} is before the stream's head")
+        version = controller.store.events_version(scope, stream)
+        self._events = controller.store.events(scope, stream, version).where(
+            F.col(EVENTS_PARTITION) == F.lit(pointer.segment_id))
+        self._chunks = self._locate()
+        self.size = self._chunks[-1][1] - pointer.offset - HEADER_SIZE
+        largest = max(end - start for start, end in self._chunks)
+        self._window = max(1, int(window_chunks) if window_chunks else READ_WINDOW_BYTES // largest)
+        self._iter: Iterator[bytes] | None = None
+        self._current = memoryview(b"")
+
+    def __repr__(self) -> str:
+        return f"LargeEventReader({self.pointer.as_text()}, {self.size} bytes, {len(self._chunks)} chunks)"
+
+    def _locate(self) -> list[tuple[int, int]]:
+        """(offset, next_offset) of each of the event's rows, in order (no payload is read)."""
+        o = F.lit(self.pointer.offset)
+        rows = (self._events
+                .where(((F.col("offset") == o) & (F.col("record_type") == RECORD_EVENT))
+                       | ((F.col("event_offset") == o) & F.col("record_type").isin(*CHUNK_TYPES)))
+                .select("offset", "next_offset", "record_type").collect())
+        rows.sort(key=lambda r: r[0])
+        if len(rows) == 1 and rows[0][2] == RECORD_EVENT:
+            return [(rows[0][0], rows[0][1])]
+        complete = (rows and rows[0][0] == self.pointer.offset and rows[-1][2] == RECORD_CHUNK_END
+                    and all(a[1] == b[0] for a, b in zip(rows, rows[1:], strict=False)))
+        if not complete:
+            raise NoSuchEventError(f"no event starts at {self.pointer.as_text()}")
+        return [(r[0], r[1]) for r in rows]
+
+    def readable(self) -> bool:
+        return True
+
+    def iter_chunks(self) -> Iterator[bytes]:
+        """The event's payload, chunk by chunk, in order (one Spark job per window of chunks)."""
+        offsets = [start for start, _ in self._chunks]
+        fetch = self._fetch_arrow if hasattr(DataFrame, "toArrow") else self._fetch_rows
+        for first in range(0, len(offsets), self._window):
+            window = offsets[first:first + self._window]
+            expected = iter(window)
+            for offset, payload in fetch(window):
+                want = next(expected, None)
+                if offset != want:
+                    raise NoSuchEventError(f"{self.pointer.as_text()}: chunk at {want} is missing")
+                yield payload
+            missing = next(expected, None)
+            if missing is not None:
+                raise NoSuchEventError(f"{self.pointer.as_text()}: chunk at {missing} is missing")
+
+    def _window_scan(self, window: list[int]) -> DataFrame:
+        """The rows at ``window``'s offsets (pruned to their files by their partition values)."""
+        return (self._events
+                .where((F.col("base_offset") <= F.lit(window[-1])) & (F.col("end_offset") > F.lit(window[0])))
+                .where((F.col("offset") >= F.lit(window[0])) & (F.col("offset") <= F.lit(window[-1])))
+                .select("offset", "event"))
+
+    def _fetch_arrow(self, window: list[int]) -> Iterator[tuple[int, bytes]]:
+        """The window as one Arrow table (Python holds the window), in offset order."""
+        import pyarrow.compute as pc
+
+        table = self._window_scan(window).toArrow()
+        offsets, events = table.column("offset"), table.column("event")
+        for i in pc.sort_indices(offsets).to_pylist():
+            yield offsets[i].as_py(), events[i].as_py()
+
+    def _fetch_rows(self, window: list[int]) -> Iterator[tuple[int, bytes]]:
+        """Row by row from the JVM (PySpark before 4.0: no ``toArrow``), in offset order."""
+        rows = self._window_scan(window).coalesce(1).sortWithinPartitions("offset").toLocalIterator()
+        for row in rows:
+            yield row[0], row[1]
+
+    def readinto(self, buffer) -> int:
+        self._checkClosed()
+        if self._iter is None:
+            self._iter = self.iter_chunks()
+        while not self._current:
+            chunk = next(self._iter, None)
+            if chunk is None:
+                return 0
+            self._current = memoryview(chunk)
+        n = min(len(buffer), len(self._current))
+        memoryview(buffer).cast("B")[:n] = self._current[:n]
+        self._current = self._current[n:]
+        return n
+
+
+def clean_transient_data(controller: Controller, scope: str | None, stream: str | None, now: datetime,
+                         idle_timeout: timedelta) -> dict[str, TransientCleanup]:
+    """``StreamManager.clean_transient_data``: ``clean_transient`` on every stream (all, a
+    scope's, or one); only the streams where something was removed are in the result."""
+    out = {}
+    for s, t in controller.stream_names(scope, stream):
+        done = clean_transient(controller, s, t, now, idle_timeout)
+        if done.removed:
+            log.info("transient data of %s/%s: %d large events removed (%d aborted), %d files, %d bytes",
+                     s, t, len(done.removed), len(done.aborted), done.files, done.bytes)
+            out[f"{s}/{t}"] = done
+    return out
+
+
+def transient_data(controller: Controller, scope: str, stream: str) -> DataFrame:
+    """``StreamManager.transient_data``: one row per large event being written."""
+    controller.stream_record(scope, stream)
+    path = controller.store.ensure_transient_table(scope, stream)
+    return (_delta.read(controller.spark, path).groupBy("transient_id", "writer_id", "routing_key")
+            .agg(F.count(F.lit(1)).alias("chunks"), F.sum("size").alias("bytes"),
+                 F.min("stage_time").alias("first_staged"), F.max("stage_time").alias("last_staged")))

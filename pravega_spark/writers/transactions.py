@@ -1,0 +1,704 @@
+"""Transactions: Pravega's ``TransactionalEventStreamWriter`` and ``Transaction``.
+
+A transaction lives in its stream's events table, so that every one of its steps is one Delta
+commit and every decision is fenced by Delta itself:
+
+- **Staged events** are data files written once, by the same one-pass write as an append (routed
+  to the current epoch's segments, offsets relative to each write task's extent), but not added
+  to the table. As in Pravega, a handle buffers its writes until ``flush()`` or ``commit()``:
+  ``flush()`` commits a *manifest* of them: one row per staged file (its add action as JSON,
+  ``record_type = STAGED``) in a partition of the transaction's own (its *staging partition*, a
+  negative ``segment_id`` derived from the transaction id: Pravega's transaction segment), which
+  every handle's commit includes. Readers read only real segments, so nothing staged is visible.
+- **The state** is an application version in the events table's log (Delta's ``SetTransaction``,
+  app id ``pravega-txn/<txn_id>``): ``lease_expiry_ms << 2 | state``. Every step reads it, so two
+  concurrent commits that both change it (commit vs abort, commit vs timeout, ping vs commit) can
+  never both succeed: Delta fails the second with ``ConcurrentTransactionException`` and the
+  retry sees the first's outcome.
+- **Commit** is one commit of the events table that rewrites nothing (Pravega's metadata-only
+  merge of a transaction segment): the add actions of the flushed files and of the handle's
+  buffered ones, with their base offsets fixed after each segment's tail (in staging order), and
+  the COMMITTED state: a pure append. Only files routed to a segment that a scale sealed since
+  are read and written again (to its successors). If there were manifests, a second commit
+  removes them (``dataChange=false``). **Abort** is one commit: the
+  manifests' removal and the ABORTED state; the staged files are then deleted. A decision cannot
+  be half-applied, so there is nothing to recover after a crash: a retry sees the outcome
+  (COMMITTING and ABORTING are never stored); left-over manifests of a decided transaction are
+  removed by the timeout job.
+- The maximum execution time (Pravega: ``min(1000 x lease, 1 day)``) is fixed at ``begin_txn`` and
+  carried in the transaction id's top 48 bits (Pravega carries the epoch there).
+
+A lease that expired makes the transaction ABORTED at once for every reader of its state; the
+timeout job (``StreamManager.abort_timed_out_transactions``) then commits the abort and removes the
+staged data (physically at the next ``VACUUM``).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from .. import _delta
+from ..controller.client import Controller
+from ..errors import (
+    InvalidConfigError,
+    InvalidEventError,
+    PingFailedError,
+    StreamSealedError,
+    TxnFailedError,
+    TxnNotFoundError,
+)
+from ..store.schema import (
+    EVENTS_PARTITION,
+    EVENTS_PARTITIONS,
+    EVENTS_SCHEMA,
+    EVENTS_STATS_COLUMNS,
+    RECORD_STAGED,
+)
+from .appender import WriteResult, pending_file
+from .event_writer import EventStreamWriter
+from .routing import PendingFile
+
+log = logging.getLogger("pravega_spark")
+
+TXN_APP_PREFIX = "pravega-txn/"
+
+# Pravega's controller bounds (transaction.lease.count.min/max) and execution time bound.
+MIN_LEASE = timedelta(seconds=10)
+MAX_LEASE = timedelta(seconds=600)
+DEFAULT_LEASE = timedelta(milliseconds=600 * 1000 - 1)  # EventWriterConfig.transactionTimeoutTime
+MAX_EXECUTION_TIME = timedelta(days=1)
+MAX_EXECUTION_FACTOR = 1000
+
+_OPEN, _COMMITTED, _ABORTED = 0, 1, 2
+# Ranks (``routing.place_files``) of the commit's files: flushed files rank by their staging
+# version (below 2**40); a handle's buffered files come after them, files routed again last.
+UNFLUSHED_RANK = 1 << 61
+_RANDOM_BITS = 80  # below the max execution expiry: the begin version and a nonce
+_VERSION_BITS = 40
+_NONCE_BITS = 40
+
+
+class TxnStatus(str, Enum):
+    """A transaction's status (Pravega's ``Transaction.Status``, plus ``UNKNOWN``)."""
+
+    OPEN = "OPEN"
+    COMMITTING = "COMMITTING"
+    COMMITTED = "COMMITTED"
+    ABORTING = "ABORTING"
+    ABORTED = "ABORTED"
+    UNKNOWN = "UNKNOWN"
+
+    def __repr__(self) -> str:
+        return f"TxnStatus.{self.value}"
+
+
+# ---- pure helpers: ids, leases, state encoding -------------------------------------------------
+def _ms(ts: datetime) -> int:
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
+    return int(ts.timestamp() * 1000)
+
+
+def epoch_ms(now: datetime | None = None) -> int:
+    """``now`` (default: the wall clock) in ms since the epoch: the unit of transaction times."""
+    return _ms(now) if now is not None else int(time.time() * 1000)
+
+
+def _from_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+def check_lease(lease: timedelta) -> int:
+    """A lease in ms, within Pravega's bounds [10 s, 600 s]."""
+    if not isinstance(lease, timedelta):
+        raise InvalidConfigError(f"lease must be a timedelta, got {type(lease).__name__}")
+    if lease < MIN_LEASE or lease > MAX_LEASE:
+        raise InvalidConfigError(f"lease {lease} is outside Pravega's bounds [{MIN_LEASE}, {MAX_LEASE}]")
+    return int(lease / timedelta(milliseconds=1))
+
+
+def ping_expiry(now_ms: int, lease_ms: int, max_execution_expiry_ms_: int) -> int:
+    """The lease expiry a ping sets (Pravega's ``pingTxn`` rule).
+
+    Raises:
+        PingFailedError: ``now + lease`` passes the max execution time (MAX_EXECUTION_TIME_EXCEEDED).
+    """
+    expiry = now_ms + lease_ms
+    if expiry > max_execution_expiry_ms_:
+        raise PingFailedError(f"a lease until {_from_ms(expiry).isoformat()} passes the transaction's max "
+                              f"execution time {_from_ms(max_execution_expiry_ms_).isoformat()}")
+    return expiry
+
+
+def new_txn_id(max_execution_expiry_ms: int, begin_version: int | None = None) -> str:
+    """A transaction id: a UUID made of its max execution expiry (epoch ms, top 48 bits), the
+    events table version it began after (+1, 40 bits; 0 = unknown) and 40 random bits."""
+    version = 0 if begin_version is None or begin_version + 1 >= 1 << _VERSION_BITS else begin_version + 1
+    return str(uuid.UUID(int=(max_execution_expiry_ms << _RANDOM_BITS) | (version << _NONCE_BITS)
+                         | secrets.randbits(_NONCE_BITS)))
+
+
+def begin_version(txn_id: uuid.UUID) -> int | None:
+    """The events table version the transaction began after: its staged files were all added
+    by later commits (None if not recorded)."""
+    version = (txn_id.int >> _NONCE_BITS) & ((1 << _VERSION_BITS) - 1)
+    return version - 1 if version else None
+
+
+def parse_txn_id(txn_id: str | uuid.UUID) -> uuid.UUID:
+    try:
+        return txn_id if isinstance(txn_id, uuid.UUID) else uuid.UUID(str(txn_id))
+    except ValueError:
+        raise TxnNotFoundError(f"{txn_id!r} is not a transaction id") from None
+
+
+def max_execution_expiry_ms(txn_id: uuid.UUID) -> int:
+    return txn_id.int >> _RANDOM_BITS
+
+
+def staging_partition(txn_id: uuid.UUID) -> int:
+    """The transaction's staging partition: a negative ``segment_id`` no segment ever has."""
+    return -1 - (txn_id.int & ((1 << 62) - 1))
+
+
+def encode_state(state: int, ms: int) -> int:
+    return (ms << 2) | state
+
+
+def decode_state(version: int, now_ms: int) -> tuple[TxnStatus, int]:
+    """(status as of ``now_ms``, lease expiry or decision time in ms) of an application version."""
+    if version < 0:
+        return TxnStatus.UNKNOWN, 0
+    state, ms = version & 3, version >> 2
+    if state == _COMMITTED:
+        return TxnStatus.COMMITTED, ms
+    if state == _ABORTED or ms <= now_ms:  # an expired lease is an abort, job or no job
+        return TxnStatus.ABORTED, ms
+    return TxnStatus.OPEN, ms
+
+
+class _LeaseExpired(Exception):
+    pass
+
+
+# ---- handles -------------------------------------------------------------------------------------
+class Transaction:
+    """One transaction on a stream (Pravega's ``Transaction``).
+
+    Created by ``TransactionalEventStreamWriter.begin_txn`` or ``get_txn``. Writes are staged
+    (invisible to readers); ``commit()`` makes all of them visible in one Delta commit, appended
+    contiguously at each segment's tail; ``abort()`` discards them.
+
+    Example:
+        >>> txn = manager.create_transactional_writer("iot", "sensors", "ingest-1").begin_txn()  # doctest: +SKIP
+        >>> txn.write_events(df, routing_key="device_id", event="payload")  # doctest: +SKIP
+        >>> txn.commit()  # doctest: +SKIP
+    """
+
+    def __init__(self, writer: TransactionalEventStreamWriter, txn_id: uuid.UUID) -> None:
+        self._writer = writer
+        self._id = txn_id
+        self._app = TXN_APP_PREFIX + str(txn_id)
+        self._partition = staging_partition(txn_id)
+        self._closed: TxnStatus | None = None  # set once this handle saw the txn decided
+        self._unflushed: list[PendingFile] = []  # written by this handle, not yet recorded
+        self._writes = 0  # this handle's writes so far: orders its buffered files
+
+    def __repr__(self) -> str:
+        return f"Transaction({self._writer.scoped_name}, txn_id={self.txn_id!r})"
+
+    @property
+    def txn_id(self) -> str:
+        return str(self._id)
+
+    @property
+    def max_execution_expiry(self) -> datetime:
+        """When the transaction can no longer be pinged (fixed at ``begin_txn``)."""
+        return _from_ms(max_execution_expiry_ms(self._id))
+
+    # ---- writes ------------------------------------------------------------------------------
+    def write_event(self, event: bytes | bytearray | str, routing_key: str | None = None) -> int:
+        """Stage one event (``str`` is UTF-8 encoded); see ``write_events``."""
+        df = self._writer._appender.session.createDataFrame([(routing_key, _as_bytes(event))],
+                                                           "routing_key string, event binary")
+        return self.write_events(df)
+
+    def write_events(self, df: DataFrame, routing_key: str = "routing_key", event: str = "event",
+                     order_by: str | list[str] | None = None) -> int:
+        """Write every row of ``df`` as an event of this transaction (invisible until committed).
+
+        As in Pravega, the events are buffered by this handle until ``flush()`` or ``commit()``:
+        the data files are written now (one Spark job, routed to the current segments), and
+        recorded in the stream by the next ``flush()`` (then other handles of the transaction,
+        in any process, see them) or by this handle's ``commit()``, which adds them without a
+        commit of their own. Events of a handle that is never flushed nor committed are lost
+        with it, and the transaction times out. Per routing key, the transaction's events are
+        committed in the order they were written (this call's rows in ``order_by`` order, else
+        the DataFrame's own order); events written through different handles have no order
+        among themselves.
+
+        Returns:
+            The number of events written.
+
+        Raises:
+            TxnFailedError: the transaction is committed, aborted or its lease expired.
+            EventTooLargeError: an event exceeds 8 MiB (nothing is written).
+        """
+        self._check_handle_open()
+        appender = self._writer._appender
+        files_of = appender.files_of(appender.routed(df, routing_key, event, order_by))
+
+        def attempt() -> list[PendingFile]:
+            txn = appender.transaction()
+            self._require_open(txn)
+            segments, _ = appender.open_segments_settling(txn)  # finishes a pending scale
+            return files_of(txn, segments)
+
+        files = _delta.retrying(attempt, f"write to {self!r}", appender.retry)
+        self._writes += 1
+        self._unflushed += [PendingFile(f.segment_id, (UNFLUSHED_RANK, self._writes, *f.rank[1:]), f.low, f.high,
+                                        f.num_records, f.entry) for f in files]
+        count = sum(f.num_records for f in files)
+        log.info("%r wrote %d events in %d files (buffered until flush or commit)", self, count, len(files))
+        return count
+
+    def flush(self) -> None:
+        """Record this handle's buffered events in the stream (one Delta commit of their
+        manifest), so that a commit through any handle, in any process, includes them
+        (Pravega's ``Transaction.flush``). A no-op when nothing is buffered.
+
+        Raises:
+            TxnFailedError: the transaction is committed, aborted or its lease expired.
+        """
+        self._check_handle_open()
+        if self._unflushed:
+            _delta.retrying(self._stage, f"flush {self!r}", self._writer._appender.retry)
+            self._unflushed = []
+
+    def _stage(self) -> int:
+        """Commit the manifest of the buffered files: one row per file, in this handle's order."""
+        txn = self._writer._transaction()
+        self._require_open(txn)
+        now = datetime.now(timezone.utc)
+        manifest = [(self._partition, txn.read_version, txn.read_version, rank, f.rank[1], RECORD_STAGED, None,
+                     f.entry.to_json().encode(), self._writer.writer_id, now, None)
+                    for rank, f in enumerate(self._unflushed)]
+        version = txn.commit(txn.write_rows(manifest, EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS),
+                             EVENTS_PARTITIONS)
+        count = sum(f.num_records for f in self._unflushed)
+        log.info("%r flushed %d events in %d files at version %d", self, count, len(self._unflushed), version)
+        return count
+
+    # ---- state -------------------------------------------------------------------------------
+    def check_status(self) -> TxnStatus:
+        """The transaction's status now (ABORTED once its lease expired, even before the
+        timeout job ran)."""
+        return self._status(self._writer._transaction())[0]
+
+    def ping(self, lease: timedelta = DEFAULT_LEASE) -> TxnStatus:
+        """Extend the lease to ``now + lease`` (Pravega's ``pingTxn``).
+
+        Returns:
+            OPEN when extended; COMMITTED or ABORTED (unchanged) for a decided transaction.
+
+        Raises:
+            InvalidConfigError: ``lease`` outside [10 s, 600 s] (Pravega: LEASE_TOO_LARGE).
+            PingFailedError: ``now + lease`` passes the max execution time
+                (Pravega: MAX_EXECUTION_TIME_EXCEEDED); the lease is unchanged.
+        """
+        lease_ms = check_lease(lease)
+
+        def attempt() -> TxnStatus:
+            txn = self._writer._transaction()
+            status, _ = self._status(txn)
+            if status is not TxnStatus.OPEN:
+                return status
+            expiry = ping_expiry(epoch_ms(), lease_ms, max_execution_expiry_ms(self._id))
+            txn.commit(None, (), [txn.set_app_version(self._app, encode_state(_OPEN, expiry))])
+            return TxnStatus.OPEN
+
+        return _delta.retrying(attempt, f"ping {self!r}")
+
+    def commit(self, timestamp: datetime | None = None) -> WriteResult:
+        """Make every event of the transaction visible, atomically: one Delta commit adds the
+        files written by this handle (buffered or flushed) and by flushed writes of other
+        handles, at the current segments' tails (contiguously per segment). It writes no data,
+        unless a scale sealed a segment some files were routed to (those are routed again).
+        Flushed writes' manifests are then removed in a commit of their own.
+
+        A second commit of a committed transaction is a no-op (``event_count == 0``).
+        ``timestamp`` (optional) is noted as the writer's time at the commit's position, for
+        watermarks (Pravega's ``commit(timestamp)``).
+
+        Raises:
+            TxnFailedError: the transaction was aborted, its lease expired (it is aborted now),
+                the stream is sealed, or another handle committed it without this handle's
+                buffered events.
+        """
+        if self._closed is TxnStatus.COMMITTED:
+            # a process stopped between the commit and its clean-up leaves the manifests
+            remove_manifests(self._writer._transaction, [self._partition])
+            return WriteResult(0, 0, None, self._writer._controller.tail_stream_cut(
+                self._writer.scope, self._writer.stream))
+        self._check_handle_open()
+        appender = self._writer._appender
+        manifests: list = []
+
+        def guard(txn: _delta.DeltaTransaction):
+            status, _ = self._status(txn)
+            if status is TxnStatus.COMMITTED:
+                if self._unflushed:
+                    raise TxnFailedError(f"{self!r} was committed by another handle without the "
+                                         f"{sum(f.num_records for f in self._unflushed)} events this handle "
+                                         "did not flush")
+                return None
+            if status is TxnStatus.ABORTED:
+                raise _LeaseExpired() if self._expired_open(txn) else TxnFailedError(
+                    f"{self!r} was aborted; it cannot be committed")
+            manifests[:] = self._staged_files(txn)
+            return [txn.set_app_version(self._app, encode_state(_COMMITTED, epoch_ms()))]
+
+        try:
+            result = appender.retrying(lambda: appender.attempt(self._staged_files_of(manifests), guard),
+                                       f"commit {self!r}")
+        except _LeaseExpired:
+            self._abort()
+            raise TxnFailedError(f"{self!r}: its lease expired, it was aborted; it cannot be committed") from None
+        except StreamSealedError as exc:
+            raise TxnFailedError(f"{self!r} cannot be committed: {exc}") from None
+        self._unflushed = []
+        if manifests:  # their clean-up: a commit of its own, so that the commit above is a pure append
+            remove_manifests(self._writer._transaction, [self._partition])
+        self._closed = TxnStatus.COMMITTED
+        log.info("%r committed: %d events, %d bytes at version %s", self, result.event_count,
+                 result.byte_count, result.version)
+        if timestamp is not None:
+            self._writer._events.note_time(timestamp)
+        return result
+
+    def _staged_files_of(self, manifests: list):
+        """``files_of(txn, segments)`` for ``Appender.attempt``: the staged files listed
+        by ``manifests`` (filled by the commit's guard), in staging order, then this handle's
+        buffered files in the order it wrote them. Files routed to a
+        segment that is no longer open (a scale sealed it) are read and written again, routed to
+        the current segments, once per commit call."""
+        rewritten: dict = {}
+
+        def files_of(txn: _delta.DeltaTransaction, segments) -> list[PendingFile]:
+            staged = staged_pending_files(txn, manifests) + self._unflushed
+            open_ids = {seg.segment_id for seg in segments}
+            kept = [f for f in staged if f.segment_id in open_ids]
+            moved = [f for f in staged if f.segment_id not in open_ids]
+            if not moved:
+                return kept
+            key = tuple(sorted(f.entry.path for f in moved))
+            if rewritten.get("key") != key or any(f.segment_id not in open_ids for f in rewritten["files"]):
+                log.info("%r: %d staged files were routed to sealed segments: routing them again", self, len(moved))
+                rows = staged_rows(txn, moved)
+                files = self._writer._appender.write_with_spark(txn, rows, segments)
+                rewritten.update(key=key, files=[PendingFile(f.segment_id, (1 << 62, *f.rank), f.low, f.high,
+                                                             f.num_records, f.entry) for f in files])
+            return kept + rewritten["files"]
+
+        return files_of
+
+    def abort(self) -> None:
+        """Discard the staged events (one Delta commit); a no-op if already aborted.
+
+        Raises:
+            TxnFailedError: the transaction is committed.
+        """
+        self._abort()
+
+    def _abort(self) -> None:
+        def attempt() -> bool:
+            txn = self._writer._transaction()
+            status, _ = self._status(txn)
+            if status is TxnStatus.COMMITTED:
+                raise TxnFailedError(f"{self!r} is committed; it cannot be aborted")
+            if status is TxnStatus.ABORTED and not self._expired_open(txn):
+                return False
+            files = self._staged_files(txn)
+            aborted[:] = staged_data_paths(txn, files) + [f.entry.path for f in self._unflushed]
+            txn.commit(None, (), manifest_removals(files) + [txn.set_app_version(self._app, encode_state(_ABORTED, epoch_ms()))])
+            return True
+
+        aborted: list[str] = []
+        if _delta.retrying(attempt, f"abort {self!r}"):
+            appender = self._writer._appender
+            deleted = _delta.delete_files(appender.session, appender.store.events_path(
+                self._writer.scope, self._writer.stream), aborted)
+            log.info("%r aborted (%d staged files deleted)", self, deleted)
+        self._unflushed = []
+        self._closed = TxnStatus.ABORTED
+
+    def _staged_files(self, txn: _delta.DeltaTransaction) -> list:
+        """The staging partition's files in ``txn``'s snapshot, which ``txn`` now depends on (a
+        concurrent staged write makes it fail). Replayed from the JSON log since the begin
+        version (no Spark job); from the snapshot's file list if that log is gone."""
+        start = begin_version(self._id)
+        listed = None if start is None else txn.partition_files_since(EVENTS_PARTITION, [self._partition], start)
+        if listed is None:
+            return txn.files_in(EVENTS_PARTITION, [self._partition])
+        txn.track_partitions(EVENTS_PARTITION, [self._partition])
+        return listed[0]
+
+    def _status(self, txn: _delta.DeltaTransaction) -> tuple[TxnStatus, int]:
+        status, ms = decode_state(txn.app_version(self._app), epoch_ms())
+        if status is TxnStatus.UNKNOWN:
+            raise TxnNotFoundError(f"{self!r} is unknown (never begun, or forgotten after Delta's "
+                                   "application-version retention)")
+        return status, ms
+
+    def _expired_open(self, txn: _delta.DeltaTransaction) -> bool:
+        """Whether the stored state is OPEN (an expired lease, not yet aborted by anyone)."""
+        return (txn.app_version(self._app) & 3) == _OPEN
+
+    def _require_open(self, txn: _delta.DeltaTransaction) -> None:
+        status, _ = self._status(txn)
+        if status is not TxnStatus.OPEN:
+            if status is TxnStatus.ABORTED and self._expired_open(txn):
+                raise TxnFailedError(f"{self!r}: its lease expired; it cannot be written to")
+            self._closed = status
+            raise TxnFailedError(f"{self!r} is {status.value}; it cannot be written to")
+
+    def _check_handle_open(self) -> None:
+        if self._closed is not None:
+            raise TxnFailedError(f"{self!r} is {self._closed.value}; the handle is closed")
+
+
+class TransactionalEventStreamWriter:
+    """Begins and resumes transactions on one stream (Pravega's ``TransactionalEventStreamWriter``).
+
+    Created by ``StreamManager.create_transactional_writer``. Committed events carry this
+    writer's ``writer_id``.
+    """
+
+    def __init__(self, controller: Controller, scope: str, stream: str, writer_id: str | None = None) -> None:
+        _delta.require_classic(controller.spark, "Pravega transactions")
+        self._controller = controller
+        self._events = EventStreamWriter(controller, scope, stream, writer_id)
+        self._appender = self._events.appender
+        self.scope = scope
+        self.stream = stream
+        self.writer_id = self._events.writer_id
+
+    def __repr__(self) -> str:
+        return f"TransactionalEventStreamWriter({self.scoped_name}, writer_id={self.writer_id!r})"
+
+    @property
+    def scoped_name(self) -> str:
+        return f"{self.scope}/{self.stream}"
+
+    def begin_txn(self, lease: timedelta = DEFAULT_LEASE) -> Transaction:
+        """Begin a transaction (one Delta commit recording it OPEN until ``now + lease``).
+
+        Raises:
+            InvalidConfigError: ``lease`` outside Pravega's bounds [10 s, 600 s].
+            StreamSealedError: the stream is sealed.
+        """
+        lease_ms = check_lease(lease)
+        self._controller.active_stream(self.scope, self.stream)
+        now = epoch_ms()
+        max_expiry = now + min(MAX_EXECUTION_FACTOR * lease_ms, int(MAX_EXECUTION_TIME / timedelta(milliseconds=1)))
+
+        def attempt() -> Transaction:
+            txn = self._transaction()
+            handle = Transaction(self, uuid.UUID(new_txn_id(max_expiry, txn.read_version)))
+            txn.app_version(handle._app)
+            txn.commit(None, (), [txn.set_app_version(handle._app, encode_state(_OPEN, now + lease_ms))])
+            return handle
+
+        handle = _delta.retrying(attempt, f"begin a transaction on {self.scoped_name}")
+        log.info("%s began %r (lease %s)", self.writer_id, handle, lease)
+        return handle
+
+    def get_txn(self, txn_id: str | uuid.UUID) -> Transaction:
+        """A handle on an existing transaction (e.g. begun by another process). A decided
+        transaction's handle is closed: writes and commits raise ``TxnFailedError`` (a commit of a
+        committed one is a no-op).
+
+        Raises:
+            TxnNotFoundError: no such transaction on this stream.
+        """
+        handle = Transaction(self, parse_txn_id(txn_id))
+        status = handle.check_status()
+        if status is TxnStatus.COMMITTED:
+            handle._closed = status
+        return handle
+
+    def close(self) -> None:
+        self._events.close()
+
+    def _transaction(self) -> _delta.DeltaTransaction:
+        return self._appender.transaction()
+
+
+def _as_bytes(event) -> bytes:
+    if isinstance(event, str):
+        return event.encode("utf-8")
+    if isinstance(event, (bytes, bytearray)):
+        return bytes(event)
+    raise InvalidEventError(f"an event is bytes or str, got {type(event).__name__}")
+
+
+# ---- the timeout job and listings ----------------------------------------------------------------
+def transaction_states(txn: _delta.DeltaTransaction, now_ms: int) -> list[dict]:
+    """Every transaction recorded in the events table's log, with its status as of ``now_ms``."""
+    out = []
+    for app_id, (version, updated) in sorted(txn.app_versions(TXN_APP_PREFIX).items()):
+        txn_id = uuid.UUID(app_id[len(TXN_APP_PREFIX):])
+        status, ms = decode_state(version, now_ms)
+        stored_open = (version & 3) == _OPEN
+        out.append({
+            "txn_id": str(txn_id),
+            "status": status.value,
+            "lease_expiry": _from_ms(ms) if stored_open else None,
+            "decision_time": None if stored_open else _from_ms(ms),
+            "max_execution_expiry": _from_ms(max_execution_expiry_ms(txn_id)),
+            "last_updated": _from_ms(updated) if updated is not None else None,
+            "timed_out": stored_open and status is TxnStatus.ABORTED,
+        })
+    return out
+
+
+TRANSACTIONS_DDL = ("txn_id string, status string, lease_expiry timestamp, decision_time timestamp, "
+                    "max_execution_expiry timestamp, last_updated timestamp, timed_out boolean")
+
+
+def staged_pending_files(txn: _delta.DeltaTransaction, manifests: list) -> list[PendingFile]:
+    """The staged files listed by these manifest files, ranked in staging order: (the staging
+    commit's read version, the manifest, the write task)."""
+    out = []
+    for manifest in manifests:
+        for row in txn.rows([manifest]):
+            if row["record_type"] != RECORD_STAGED:
+                continue
+            staged = pending_file(_delta.FileEntry.from_json(bytes(row["event"]).decode()))
+            # (the staging version, the manifest, the handle's write, the write task)
+            rank = (int(row["base_offset"]), manifest.path, int(row["rel_next_offset"]), *staged.rank[1:])
+            out.append(PendingFile(staged.segment_id, rank, staged.low, staged.high, staged.num_records, staged.entry))
+    return out
+
+
+def staged_rows(txn: _delta.DeltaTransaction, files: list[PendingFile]) -> DataFrame:
+    """The events of staged files as ``(routing_key, event)`` rows, globally sorted in staging
+    order (file rank, then offset): the input of a write routing them again."""
+    ranked = sorted(files, key=lambda f: (f.rank, f.low))
+    parts = [txn.read_files([f.entry]).select("routing_key", "event", "rel_offset", F.lit(i).alias("__rank"))
+             for i, f in enumerate(ranked)]
+    rows = parts[0]
+    for part in parts[1:]:
+        rows = rows.unionByName(part)
+    return rows.orderBy("__rank", "rel_offset").select("routing_key", "event")
+
+
+def staged_data_paths(txn: _delta.DeltaTransaction, manifests: list) -> list[str]:
+    """The (table-relative) paths of the staged data files these manifests list."""
+    return [f.entry.path for f in staged_pending_files(txn, manifests)]
+
+
+def remove_manifests(txn_factory, partitions: list[int]) -> int:
+    """Remove the manifest files of these staging partitions (``dataChange=false``: no event
+    changes); returns how many. Safe to repeat and to race."""
+
+    def attempt() -> int:
+        txn = txn_factory()
+        files = txn.read_files_in(EVENTS_PARTITION, partitions)
+        if files:
+            txn.commit(None, (), _delta.removals(files, data_change=False))
+        return len(files)
+
+    return _delta.retrying(attempt, f"remove staging manifests {partitions}")
+
+
+def remove_decided_manifests(txn_factory, now_ms: int) -> int:
+    """Remove the manifests that decided transactions left behind (a process stopped between a
+    commit and its clean-up); returns how many. Their staged files stay: a committed
+    transaction's are its events, an aborted one's are orphans for VACUUM."""
+    txn = txn_factory()
+    decided = {staging_partition(uuid.UUID(s["txn_id"])) for s in transaction_states(txn, now_ms)
+               if s["status"] in ("COMMITTED", "ABORTED") and not s["timed_out"]}
+    if not decided:
+        return 0
+    left = sorted({f.int_partition(EVENTS_PARTITION) for f in txn.files_where(f"{EVENTS_PARTITION} < 0")}
+                  & decided)
+    return remove_manifests(txn_factory, left) if left else 0
+
+
+def manifest_removals(files: list[_delta.FileEntry]) -> list[_delta.Removal]:
+    return _delta.removals(files, data_change=False)
+
+
+def abort_timed_out(events_txn_factory, scope: str, stream: str, now_ms: int, spark=None, events_path=None) -> list[str]:
+    """Abort every transaction of one stream whose lease expired by ``now_ms``, removing its
+    manifests in the same commit, then delete its staged files; also remove manifests that a
+    decided transaction left behind (a process stopped between its commit and its clean-up)."""
+    deleted: list[str] = []
+
+    def attempt() -> list[str]:
+        txn = events_txn_factory()
+        states = transaction_states(txn, now_ms)
+        expired = [s["txn_id"] for s in states if s["timed_out"]]
+        decided = {staging_partition(uuid.UUID(s["txn_id"])): s for s in states
+                   if s["status"] in ("COMMITTED", "ABORTED") and not s["timed_out"]}
+        actions = []
+        for txn_id in expired:
+            app = TXN_APP_PREFIX + txn_id
+            txn.app_version(app)  # the fence: a concurrent commit or ping of it fails one of us
+            actions.append(txn.set_app_version(app, encode_state(_ABORTED, now_ms)))
+        expired_parts = {staging_partition(uuid.UUID(t)) for t in expired}
+        files = [f for f in txn.files_where(f"{EVENTS_PARTITION} < 0")
+                 if f.int_partition(EVENTS_PARTITION) in expired_parts | set(decided)]
+        if not files and not actions:
+            return []
+        # the staged files of aborted transactions go; a committed one's are its events now
+        doomed = [f for f in files if f.int_partition(EVENTS_PARTITION) in expired_parts
+                  or decided.get(f.int_partition(EVENTS_PARTITION), {}).get("status") == "ABORTED"]
+        deleted[:] = staged_data_paths(txn, doomed)
+        txn.commit(None, (), manifest_removals(files) + actions)
+        log.info("aborted %d timed-out transactions of %s/%s (%d manifests removed): %s",
+                 len(expired), scope, stream, len(files), expired)
+        return expired
+
+    expired = _delta.retrying(attempt, f"abort timed-out transactions of {scope}/{stream}")
+    if deleted and spark is not None:
+        _delta.delete_files(spark, events_path, deleted)
+    return expired
+
+
+def transactions_df(controller: Controller, scope: str, stream: str, now: datetime | None = None) -> DataFrame:
+    """``StreamManager.transactions``: the stream's transactions with their status as of ``now``."""
+    controller.stream_record(scope, stream)
+    txn = _delta.transaction(controller.spark, controller.store.events_path(scope, stream))
+    rows = [tuple(s.values()) for s in transaction_states(txn, epoch_ms(now))]
+    return controller.spark.createDataFrame(rows, TRANSACTIONS_DDL)
+
+
+def abort_timed_out_transactions(controller: Controller, now: datetime | None, scope: str | None = None,
+                                 stream: str | None = None) -> dict[str, list[str]]:
+    """``StreamManager.abort_timed_out_transactions``: the timeout job over every stream (all, a
+    scope's, or one); a stream deleted meanwhile is skipped."""
+    now_ms = epoch_ms(now)
+    out = {}
+    for s, t in controller.stream_names(scope, stream):
+        path = controller.store.events_path(s, t)
+        try:
+            aborted = abort_timed_out(lambda p=path: _delta.transaction(controller.spark, p), s, t, now_ms,
+                                      controller.spark, path)
+        except Exception as exc:  # noqa: BLE001 - a stream deleted meanwhile is skipped
+            if _delta.is_table(controller.spark, path):
+                raise
+            log.info("transactions of %s/%s: stream gone (%s)", s, t, type(exc).__name__)
+            continue
+        if aborted:
+            out[f"{s}/{t}"] = aborted
+    return out

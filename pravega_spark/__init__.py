@@ -57,6 +57,7 @@ from .errors import (
     UnsupportedOperationError,
     WorkflowPendingError,
 )
+from .readers.large_event_reader import EventPointer, LargeEventReader
 from .readers.reader_group import EventStreamReader, ReadBatch, ReaderGroup
 from .readers.reader_group_config import ReaderGroupConfig, StreamDataRetention
 from .readers.reader_group_sink import ReaderGroupSink
@@ -86,7 +87,7 @@ from .tables.table_entries import (
 )
 from .writers.appender import WriteResult
 from .writers.event_writer import EventStreamWriter
-from .writers.large_events import EventPointer, LargeEventReader, LargeEventWriter, TransientCleanup
+from .writers.large_events import LargeEventWriter, TransientCleanup
 from .writers.routing import key_position
 from .writers.transactions import Transaction, TransactionalEventStreamWriter, TxnStatus
 

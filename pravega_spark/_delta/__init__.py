@@ -60,6 +60,7 @@ from .files import (
     arrow_type,
     clock,
     commit_times,
+    parquet_rows_beside,
     removals,
     set_clock,
     summarize,
@@ -82,7 +83,7 @@ __all__ = [
     "DeltaBackend", "DeltaTransaction", "FileEntry", "check_root", "pyarrow_s3_options", "PartitionSummary", "Removal", "Retry",
     "RetryPolicy", "TableState", "activate", "arrow_type", "clock", "commit_lock", "commit_times", "configure_session",
     "create_table", "delete_files", "estimated_size", "exists", "file_changes", "in_session",
-    "is_conflict", "is_stopped", "is_table", "latest", "local_dir", "observed_if_done", "plan_leaves", "qualify", "streaming_query_id", "streaming_query_sink", "read", "read_rows",
+    "is_conflict", "is_stopped", "is_table", "latest", "local_dir", "observed_if_done", "parquet_rows_beside", "plan_leaves", "qualify", "streaming_query_id", "streaming_query_sink", "read", "read_rows",
     "recent_changes", "remove_path", "removals", "replace", "retrying", "session_key", "set_clock", "summarize",
     "summarize_table", "table_state", "vacuum", "version", "wait_for_listeners",
 ]

@@ -8,9 +8,11 @@ speak these; the classic one turns them into Delta's actions at commit (``action
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from urllib.parse import unquote, urlparse
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,22 @@ def parquet_bytes(rows: Sequence[tuple], fields: Sequence, stats_columns: Sequen
 # The clock of data files' modification times (seconds). Tests and demos that need traffic at
 # chosen times (auto-scaling's rates) replace it with ``set_clock``; nothing public does.
 _clock = time.time
+
+
+def parquet_rows_beside(file_url: str) -> list[dict] | None:
+    """The rows of every Parquet file in ``file_url``'s folder, as dicts, in file-name order; None
+    when the folder is not on the local file system (a task's Python cannot open the others).
+
+    For a task that holds one file's name (``input_file_name()``) and needs its neighbours.
+    """
+    import pyarrow.parquet as pq
+
+    url = urlparse(file_url)
+    if url.scheme not in ("", "file"):
+        return None
+    folder = os.path.dirname(unquote(url.path))
+    return [row for name in sorted(os.listdir(folder)) if name.endswith(".parquet")
+            for row in pq.read_table(os.path.join(folder, name)).to_pylist()]
 
 
 def clock() -> float:

@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 from .. import plots
 from ..controller.client import Controller
 from ..errors import PravegaSparkError
+from ..readers.reader_group import open_reader_group
 from ..stream.config import ScaleType
 from ..stream.stream_cut import StreamCut
-from . import reader_group_manager
 
 
 def plot_epochs(controller: Controller, scope: str, stream: str, path: str | None = None):
@@ -42,7 +42,7 @@ def plot_retention(controller: Controller, scope: str, stream: str, path: str | 
     checkpoints = {}
     name = f"{scope}/{stream}"
     for row in store.reader_groups().select("scope", "reader_group").collect():
-        group = reader_group_manager.reader_group(controller, row["scope"], row["reader_group"])
+        group = open_reader_group(controller, row["scope"], row["reader_group"])
         latest = group.latest_checkpoint() if name in group.config.scoped_streams else None
         if latest is not None and name in latest[1]:
             try:

@@ -1,5 +1,5 @@
-"""Reader-group administration (Pravega's ``ReaderGroupManager``): create, open, delete and list
-the groups of a scope. A group is one row of the store's ``reader_groups`` table; see
+"""Reader-group administration (Pravega's ``ReaderGroupManager``): create, delete and list
+the groups of a scope (``readers.reader_group.open_reader_group`` opens one). A group is one row of the store's ``reader_groups`` table; see
 ``reader_group`` for what its readers do with it."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..controller.client import Controller
-from ..errors import InvalidConfigError, ReaderGroupNotFoundError, ScopeNotFoundError
-from ..readers.reader_group import ReaderGroup, group_row, initial_state, subscribe, unsubscribe
+from ..errors import InvalidConfigError, ScopeNotFoundError
+from ..readers.reader_group import group_row, initial_state, subscribe, unsubscribe
 from ..readers.reader_group_config import ReaderGroupConfig
 from ..store.store import utc_now
 from ..stream.names import validate_reader_group_name, validate_scope_name
@@ -40,15 +40,6 @@ def create_reader_group(controller: Controller, scope: str, group: str, config: 
         log.info("created reader group %s/%s reading %s", scope, group, config.scoped_streams)
         subscribe(controller, scope, group, config, 0)
     return created
-
-
-def reader_group(controller: Controller, scope: str, group: str) -> ReaderGroup:
-    """A handle on reader group ``group`` of ``scope``; raises ``ReaderGroupNotFoundError``."""
-    scope, group = validate_scope_name(scope), validate_reader_group_name(group)
-    row = controller.store.reader_group_row(scope, group)
-    if row is None:
-        raise ReaderGroupNotFoundError(f"reader group {scope}/{group} does not exist")
-    return ReaderGroup(controller, scope, group, row)
 
 
 def delete_reader_group(controller: Controller, scope: str, group: str) -> bool:

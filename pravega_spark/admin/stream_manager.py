@@ -25,7 +25,8 @@ from ..controller.stream_cut_helper import CutOrName
 from ..controller.watermarks import TimeWindow, Watermark, WriterMark
 from ..errors import InvalidConfigError, ScopeNotFoundError, SegmentNotFoundError
 from ..readers import batch_client, streaming
-from ..readers.reader_group import ReaderGroup
+from ..readers.large_event_reader import EventPointer, LargeEventReader
+from ..readers.reader_group import ReaderGroup, open_reader_group
 from ..readers.reader_group_config import ReaderGroupConfig
 from ..readers.streaming import StreamProgress
 from ..services import autoscale_rules, autoscale_service, retention_service
@@ -45,7 +46,7 @@ from ..tables.key_value_table import KeyValueTable
 from ..tables.table_entries import KeyValueTableConfiguration
 from ..writers import large_events, transactions
 from ..writers.event_writer import EventStreamWriter
-from ..writers.large_events import EventPointer, LargeEventReader, TransientCleanup
+from ..writers.large_events import TransientCleanup
 from ..writers.transactions import TransactionalEventStreamWriter
 from . import maintenance, pictures, reader_group_manager, validation
 from .validation import StreamValidation
@@ -534,7 +535,7 @@ class StreamManager:
         Raises:
             ReaderGroupNotFoundError: no such group.
         """
-        return reader_group_manager.reader_group(self._controller, scope, group)
+        return open_reader_group(self._controller, scope, group)
 
     def delete_reader_group(self, scope: str, group: str) -> bool:
         """Delete the group: its subscriptions (if a subscriber), then its row (one commit).

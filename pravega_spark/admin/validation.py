@@ -47,13 +47,10 @@ from ..store.schema import (
     RECORD_SEAL,
     RECORD_STAGED,
     RECORD_TRUNCATE,
-    SCALING,
-    SEALING,
-    UPDATING,
     VIOLATION_PREFIX,
 )
 from ..stream.cut_algorithms import stream_cut_equal_or_after, validate_stream_cut
-from ..stream.record import StreamRecord
+from ..stream.record import SCALING, SEALING, UPDATING, StreamRecord
 from ..stream.segments import SegmentRecord
 from ..stream.stream_cut import StreamCut
 from ..tables.kv_router import partition_column

@@ -13,7 +13,6 @@ from datetime import datetime
 
 from ..errors import InvalidStreamCutError
 from ..store import segment_ranges
-from ..store.schema import SEALED
 from ..store.store import Store
 from ..stream.cut_algorithms import (
     head_of_stream,
@@ -22,7 +21,7 @@ from ..stream.cut_algorithms import (
     validate_stream_cut,
 )
 from ..stream.epochs import epoch_at
-from ..stream.record import StreamRecord
+from ..stream.record import SEALED, StreamRecord
 from ..stream.segments import SegmentRecord, epoch_members, predecessors
 from ..stream.stream_cut import StreamCut
 from ..stream.truncation import TruncationRecord, initial_truncation_record

@@ -28,12 +28,20 @@ from ..errors import (
     StreamSealedError,
     WorkflowPendingError,
 )
-from ..store.schema import ACTIVE, CREATING, SCALING, SEALED, SEALING, TRUNCATING, UPDATING
 from ..store.store import Store, utc_now
 from ..stream.config import StreamConfiguration
 from ..stream.cut_algorithms import stream_cut_equal_or_after
 from ..stream.names import validate_scope_name, validate_stream_name
-from ..stream.record import StreamRecord
+from ..stream.record import (
+    ACTIVE,
+    CREATING,
+    SCALING,
+    SEALED,
+    SEALING,
+    TRUNCATING,
+    UPDATING,
+    StreamRecord,
+)
 from ..stream.scaling import EpochTransition, apply_transition, plan_scale, scale_up_to
 from ..stream.segments import SegmentRecord, active_segments, epoch_members, initial_segments
 from ..stream.stream_cut import StreamCut

@@ -9,7 +9,7 @@ from ..controller.client import Controller
 from ..controller.stream_cut_helper import CutOrName
 from ..store import segment_ranges
 from ..stream.stream_cut import StreamCut
-from ..writers.large_events import assemble_large_events
+from .large_event_reader import assemble_large_events
 
 
 def read_events(controller: Controller, scope: str, stream: str, start: CutOrName = "earliest",

@@ -53,9 +53,10 @@ from ..errors import (
 )
 from ..store import segment_ranges
 from ..store.store import utc_now
+from ..stream.names import validate_reader_group_name, validate_scope_name
 from ..stream.segments import predecessors, short_segment_name, successors_with_predecessors
 from ..stream.stream_cut import StreamCut
-from ..writers.large_events import assemble_large_events
+from .large_event_reader import assemble_large_events
 from .reader_group_config import ReaderGroupConfig, StreamDataRetention
 from .reader_group_sink import ReaderGroupSink
 from .reader_group_state import ReaderGroupState, SegmentRef
@@ -851,3 +852,12 @@ def group_row(scope: str, name: str, config: ReaderGroupConfig, state: ReaderGro
               now: datetime) -> dict:
     return {"scope": scope, "reader_group": name, "configuration": config.to_json(), "generation": generation,
             "state": state.to_json(), "creation_time": now, "update_time": now}
+
+
+def open_reader_group(controller: Controller, scope: str, group: str) -> ReaderGroup:
+    """A handle on reader group ``group`` of ``scope``; raises ``ReaderGroupNotFoundError``."""
+    scope, group = validate_scope_name(scope), validate_reader_group_name(group)
+    row = controller.store.reader_group_row(scope, group)
+    if row is None:
+        raise ReaderGroupNotFoundError(f"reader group {scope}/{group} does not exist")
+    return ReaderGroup(controller, scope, group, row)

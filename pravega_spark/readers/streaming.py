@@ -31,20 +31,17 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 
 from .. import _delta
-from ..admin.reader_group_manager import reader_group as open_reader_group
 from ..controller import subscribers
 from ..controller.client import Controller
 from ..controller.stream_cut_helper import CutOrName
@@ -56,14 +53,15 @@ from ..errors import (
 )
 from ..store import segment_ranges
 from ..store.events_log import emitted_adds, event_span
-from ..store.schema import CHUNK_TYPES, RECORD_CHUNK_END, RECORD_EVENT
+from ..store.schema import CHUNK_TYPES, RECORD_EVENT
 from ..store.store import stream_key
 from ..stream.cut_algorithms import covers
 from ..stream.record import StreamRecord
 from ..stream.segments import SegmentRecord, successors_with_predecessors
 from ..stream.stream_cut import StreamCut
 from ..stream.truncation import TruncationRecord
-from .reader_group import ReaderGroup
+from .large_event_reader import is_complete
+from .reader_group import ReaderGroup, open_reader_group
 from .reader_group_config import StreamDataRetention
 
 log = logging.getLogger("pravega_spark")
@@ -224,7 +222,7 @@ def _assemble_event(chunks: list[dict]) -> dict | None:
     first = chunks[0]
     if first["offset"] != first["event_offset"]:
         return None  # the first chunk was in an earlier batch, which delivered the event
-    if not _complete(chunks):
+    if not _complete(chunks, first["event_offset"]):
         chunks = _chunks_from_files(first)
     event = dict(first)
     event["event"] = b"".join(c["event"] for c in chunks)
@@ -234,32 +232,26 @@ def _assemble_event(chunks: list[dict]) -> dict | None:
     return event
 
 
-def _complete(chunks: list[dict]) -> bool:
-    return (chunks[-1]["record_type"] == RECORD_CHUNK_END
-            and all(a["next_offset"] == b["offset"] for a, b in zip(chunks, chunks[1:], strict=False)))
+def _complete(chunks: list[dict], event_offset: int) -> bool:
+    return is_complete([(c["offset"], c["next_offset"], c["record_type"]) for c in chunks], event_offset)
 
 
 def _chunks_from_files(first: dict) -> list[dict]:
     """All chunks of ``first``'s event, from the files in its directory (each chunk file knows
     its place in the event: ``-rel_event_offset``)."""
-    import pyarrow.parquet as pq
-
-    url = urlparse(first["__file"])
-    if url.scheme not in ("", "file"):
+    rows = _delta.parquet_rows_beside(first["__file"])
+    if rows is None:
         raise TruncatedDataError(f"a large event at segment {first['segment_id']} offset {first['event_offset']} "
                                  "was split by the rate limit and its chunks are on a store Python tasks cannot "
                                  "open: raise max_bytes_per_trigger above the largest event")
-    folder = os.path.dirname(unquote(url.path))
     found = {}
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".parquet"):
-            for r in pq.read_table(os.path.join(folder, name)).to_pylist():
-                start = -r["rel_event_offset"]
-                found[start] = dict(first, offset=first["event_offset"] + start,
-                                    next_offset=first["event_offset"] + start + r["rel_next_offset"] - r["rel_offset"],
-                                    record_type=r["record_type"], event=r["event"])
+    for r in rows:
+        start = -r["rel_event_offset"]
+        found[start] = dict(first, offset=first["event_offset"] + start,
+                            next_offset=first["event_offset"] + start + r["rel_next_offset"] - r["rel_offset"],
+                            record_type=r["record_type"], event=r["event"])
     chunks = [found[k] for k in sorted(found)]
-    if not chunks or chunks[0]["offset"] != first["event_offset"] or not _complete(chunks):
+    if not _complete(chunks, first["event_offset"]):
         raise TruncatedDataError(f"the chunks of the large event at segment {first['segment_id']} offset "
                                  f"{first['event_offset']} are gone (vacuumed?): restart the query from a new "
                                  "checkpoint at manager.stream_info(...).head_stream_cut")

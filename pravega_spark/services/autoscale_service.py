@@ -32,8 +32,8 @@ from ..errors import (
     StreamSealedError,
 )
 from ..store.events_log import emitted_adds
-from ..store.schema import SEALED, SEALING
 from ..stream.config import ScaleType
+from ..stream.record import SEALED, SEALING
 from ..stream.segments import active_segments
 from . import autoscale_rules
 from .autoscale_rules import Rates, ScaleRequest, SegmentMarks

@@ -21,8 +21,8 @@ from ..controller import stream_tasks
 from ..controller.client import Controller
 from ..controller.subscribers import lower_bound_cut
 from ..errors import InvalidStreamCutError, StreamNotFoundError
-from ..store.schema import SEALED, SEALING
 from ..stream import retention
+from ..stream.record import SEALED, SEALING
 from ..stream.stream_cut import StreamCut
 
 log = logging.getLogger("pravega_spark")

@@ -66,25 +66,6 @@ RECORD_CHUNK = -3
 RECORD_CHUNK_END = -4
 CHUNK_TYPES = (RECORD_CHUNK, RECORD_CHUNK_END)
 
-# Stream states, as Pravega's State enum.
-CREATING = "CREATING"
-ACTIVE = "ACTIVE"
-UPDATING = "UPDATING"
-SCALING = "SCALING"
-TRUNCATING = "TRUNCATING"
-SEALING = "SEALING"
-SEALED = "SEALED"
-
-ALLOWED_TRANSITIONS = {
-    CREATING: {ACTIVE},
-    ACTIVE: {SCALING, TRUNCATING, SEALING, SEALED, UPDATING},
-    SCALING: {ACTIVE},
-    TRUNCATING: {ACTIVE},
-    UPDATING: {ACTIVE},
-    SEALING: {SEALED},
-    SEALED: set(),
-}
-
 # The catalog and per-stream metadata tables take a commit per state change: a checkpoint (a Spark
 # job writing Parquet, about a second here) every 100 commits instead of Delta's 10. Their state is
 # known without one: the checksum file of each commit lists their files.

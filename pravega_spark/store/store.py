@@ -19,12 +19,11 @@ from pyspark.sql.types import StructType
 from .. import _delta
 from .._failpoints import failpoint
 from ..errors import ScopeNotFoundError
-from ..stream.record import StreamRecord
+from ..stream.record import ACTIVE, StreamRecord
 from ..stream.retention import RetentionRecord
 from ..stream.segments import SegmentRecord
 from ..stream.stream_cut import StreamCut
 from .schema import (
-    ACTIVE,
     AUTOSCALE_SCHEMA,
     AUTOSCALE_TABLE,
     CHUNK_TYPES,

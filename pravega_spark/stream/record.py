@@ -6,9 +6,27 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 from ..errors import IllegalStateError, StreamSealedError
-from ..store.schema import ALLOWED_TRANSITIONS, SEALED, SEALING
 from .config import StreamConfiguration
 from .stream_cut import StreamCut
+
+# Stream states, as Pravega's State enum.
+CREATING = "CREATING"
+ACTIVE = "ACTIVE"
+UPDATING = "UPDATING"
+SCALING = "SCALING"
+TRUNCATING = "TRUNCATING"
+SEALING = "SEALING"
+SEALED = "SEALED"
+
+ALLOWED_TRANSITIONS = {
+    CREATING: {ACTIVE},
+    ACTIVE: {SCALING, TRUNCATING, SEALING, SEALED, UPDATING},
+    SCALING: {ACTIVE},
+    TRUNCATING: {ACTIVE},
+    UPDATING: {ACTIVE},
+    SEALING: {SEALED},
+    SEALED: set(),
+}
 
 
 @dataclass(frozen=True)

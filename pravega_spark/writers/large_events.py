@@ -21,9 +21,8 @@ segment into the target segment atomically. Here:
   idle transient data) commits ``ABORTED`` for the transient id in the events table, then removes
   manifests and deletes the staged chunk files. Commit and abort both read the decision, so Delta lets only one of them
   succeed: a commit racing the clean-up either lands whole or fails with ``LargeEventFailedError``.
-- **Reading.** ``assemble_large_events`` turns the chunk rows of each complete large event into one
-  row (a pure transformation used by ``read_events``); ``LargeEventReader`` (``open_event``)
-  streams one event chunk by chunk in bounded memory.
+- **Reading** is ``readers.large_event_reader``'s: one rule for a complete event, used by batch
+  reads, streaming and ``open_event``.
 
 Only the first chunk's offset and the last chunk's end are event boundaries, so stream cuts,
 truncation and reads never split a large event.
@@ -35,11 +34,11 @@ import io
 import json
 import logging
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .. import _delta
@@ -49,11 +48,8 @@ from ..errors import (
     EventTooLargeError,
     InvalidConfigError,
     LargeEventFailedError,
-    NoSuchEventError,
-    TruncatedDataError,
 )
 from ..store.schema import (
-    CHUNK_TYPES,
     EVENTS_PARTITION,
     EVENTS_PARTITIONS,
     EVENTS_SCHEMA,
@@ -63,7 +59,6 @@ from ..store.schema import (
     MAX_LARGE_EVENT_SIZE,
     RECORD_CHUNK,
     RECORD_CHUNK_END,
-    RECORD_EVENT,
     TRANSIENT_PARTITION,
     TRANSIENT_SCHEMA,
     TRANSIENT_STATS_COLUMNS,
@@ -80,9 +75,6 @@ MIN_CHUNK_SIZE = 1024
 # Pravega deletes a transient segment 30 s after its writer's connection closes; a writer here has
 # no connection, so idleness (no chunk staged) is what times it out, with a more generous default.
 DEFAULT_IDLE_TIMEOUT = timedelta(minutes=10)
-# How many payload bytes a LargeEventReader fetches per Spark job by default (4 default chunks);
-# the Python process holds one such window (an Arrow table).
-READ_WINDOW_BYTES = 4 * DEFAULT_CHUNK_SIZE
 
 LARGE_APP_PREFIX = "pravega-large/"
 _COMMITTED, _ABORTED = 1, 2
@@ -106,79 +98,6 @@ def chunk_row(position: int, chunk: bytes, last: bool, routing_key: str | None, 
     start, end = chunk_framing(0, position, len(chunk))
     return (UNPLACED, UNPLACED, UNPLACED, 0, end - start, RECORD_CHUNK_END if last else RECORD_CHUNK,
             routing_key, chunk, writer_id, write_time, -start)
-
-
-def assemble_large_events(events: DataFrame) -> DataFrame:
-    """One row per event: the chunk rows of each large event become one row.
-
-    Rows that are not chunks pass through unchanged. Which large events are complete is decided
-    with window functions over each event's chunks (``segment_id``, ``event_offset``), on their
-    offsets only: its first chunk, its last chunk and no gap between them must all be there, so a
-    read never returns part of an event. The payloads of each complete event are then
-    concatenated in offset order by one aggregate (``listagg ... WITHIN GROUP``: one copy of the
-    bytes; a window frame over the payloads would copy the whole list into each of the event's
-    rows). The event's row gets ``offset = event_offset``, the last chunk's ``next_offset`` and
-    ``record_type = EVENT``; other columns (routing key, writer, write time, ...) are the event's.
-
-    Assembling holds the whole event in one task's memory (about twice its size): stream events
-    larger than that with ``StreamManager.open_event``.
-    """
-    is_chunk = F.col("record_type").isin(*CHUNK_TYPES)
-    chunks = events.where(is_chunk)
-    keys = ["segment_id", "event_offset"]
-    event = Window.partitionBy(*keys)
-    complete = (chunks.select(*keys, "offset", "next_offset", "record_type")
-                .withColumn("__first", F.min("offset").over(event))
-                .withColumn("__end", F.max("next_offset").over(event))
-                .withColumn("__bytes", F.sum(F.col("next_offset") - F.col("offset")).over(event))
-                .withColumn("__ends", F.sum((F.col("record_type") == RECORD_CHUNK_END).cast("int")).over(event))
-                .where((F.col("offset") == F.col("event_offset")) & (F.col("__first") == F.col("event_offset"))
-                       & (F.col("__ends") == 1) & (F.col("__bytes") == F.col("__end") - F.col("__first")))
-                .select(*keys))
-    aggregates = {
-        "offset": F.first("event_offset"),
-        "next_offset": F.max("next_offset"),
-        "record_type": F.lit(RECORD_EVENT),
-        "event": F.expr("listagg(event) WITHIN GROUP (ORDER BY offset)"),
-    }
-    assembled = (chunks.join(F.broadcast(complete), keys, "left_semi")
-                 .groupBy(*keys)
-                 .agg(*[aggregates.get(c, F.first(c)).alias(c) for c in events.columns if c not in keys]))
-    return events.where(~is_chunk).unionByName(assembled.select(*events.columns))
-
-
-# ---- pointers and status -----------------------------------------------------------------------
-@dataclass(frozen=True)
-class EventPointer:
-    """Where one event is: its stream (``scope/stream``), segment and offset (Pravega's
-    ``EventPointer``). ``read_events`` rows carry all three (``scope``, ``stream``,
-    ``segment_id``, ``offset``): ``EventPointer.from_row(row)``."""
-
-    stream: str
-    segment_id: int
-    offset: int
-
-    @property
-    def scope_and_stream(self) -> tuple[str, str]:
-        scope, _, stream = self.stream.partition("/")
-        return scope, stream
-
-    def as_text(self) -> str:
-        return f"{self.stream}:{self.segment_id}:{self.offset}"
-
-    @classmethod
-    def from_text(cls, text: str) -> EventPointer:
-        try:
-            stream, segment_id, offset = text.rsplit(":", 2)
-            return cls(stream, int(segment_id), int(offset))
-        except ValueError:
-            raise InvalidConfigError(f"{text!r} is not an event pointer (scope/stream:segment:offset)") from None
-
-    @classmethod
-    def from_row(cls, row) -> EventPointer:
-        """From a ``read_events`` row (or any mapping with scope, stream, segment_id, offset)."""
-        values = row.asDict() if hasattr(row, "asDict") else dict(row)
-        return cls(f"{values['scope']}/{values['stream']}", int(values["segment_id"]), int(values["offset"]))
 
 
 def transient_app_id(transient_id: str) -> str:
@@ -515,112 +434,6 @@ def clean_transient(controller: Controller, scope: str, stream: str, now: dateti
             n, b = remove_transient(controller.spark, path, events_path, ids, delete_data)
             files, size = files + n, size + b
     return TransientCleanup(aborted, tuple(idle), files, size, dict(idle))
-
-
-# ---- reading one event in bounded memory -----------------------------------------------------------
-class LargeEventReader(io.RawIOBase):
-    """A readable binary file over one event, fetched a window of chunks at a time.
-
-    Created by ``StreamManager.open_event``. Memory: one window of chunks (``READ_WINDOW_BYTES``,
-    32 MiB, by default), fetched as an Arrow table, plus the chunk being returned. Reads the events table as of the version at which
-    it was opened.
-
-    Example:
-        >>> with manager.open_event(row) as event:  # doctest: +SKIP
-        ...     for chunk in event.iter_chunks():
-        ...         digest.update(chunk)
-    """
-
-    def __init__(self, controller: Controller, pointer: EventPointer, window_chunks: int | None = None) -> None:
-        super().__init__()
-        scope, stream = pointer.scope_and_stream
-        self.pointer = pointer
-        head = controller.head_stream_cut(scope, stream).positions
-        if pointer.offset < max(head.get(pointer.segment_id, 0), 0):
-            raise TruncatedDataError(f"{pointer.as_text()} is before the stream's head")
-        version = controller.store.events_version(scope, stream)
-        self._events = controller.store.events(scope, stream, version).where(
-            F.col(EVENTS_PARTITION) == F.lit(pointer.segment_id))
-        self._chunks = self._locate()
-        self.size = self._chunks[-1][1] - pointer.offset - HEADER_SIZE
-        largest = max(end - start for start, end in self._chunks)
-        self._window = max(1, int(window_chunks) if window_chunks else READ_WINDOW_BYTES // largest)
-        self._iter: Iterator[bytes] | None = None
-        self._current = memoryview(b"")
-
-    def __repr__(self) -> str:
-        return f"LargeEventReader({self.pointer.as_text()}, {self.size} bytes, {len(self._chunks)} chunks)"
-
-    def _locate(self) -> list[tuple[int, int]]:
-        """(offset, next_offset) of each of the event's rows, in order (no payload is read)."""
-        o = F.lit(self.pointer.offset)
-        rows = (self._events
-                .where(((F.col("offset") == o) & (F.col("record_type") == RECORD_EVENT))
-                       | ((F.col("event_offset") == o) & F.col("record_type").isin(*CHUNK_TYPES)))
-                .select("offset", "next_offset", "record_type").collect())
-        rows.sort(key=lambda r: r[0])
-        if len(rows) == 1 and rows[0][2] == RECORD_EVENT:
-            return [(rows[0][0], rows[0][1])]
-        complete = (rows and rows[0][0] == self.pointer.offset and rows[-1][2] == RECORD_CHUNK_END
-                    and all(a[1] == b[0] for a, b in zip(rows, rows[1:], strict=False)))
-        if not complete:
-            raise NoSuchEventError(f"no event starts at {self.pointer.as_text()}")
-        return [(r[0], r[1]) for r in rows]
-
-    def readable(self) -> bool:
-        return True
-
-    def iter_chunks(self) -> Iterator[bytes]:
-        """The event's payload, chunk by chunk, in order (one Spark job per window of chunks)."""
-        offsets = [start for start, _ in self._chunks]
-        fetch = self._fetch_arrow if hasattr(DataFrame, "toArrow") else self._fetch_rows
-        for first in range(0, len(offsets), self._window):
-            window = offsets[first:first + self._window]
-            expected = iter(window)
-            for offset, payload in fetch(window):
-                want = next(expected, None)
-                if offset != want:
-                    raise NoSuchEventError(f"{self.pointer.as_text()}: chunk at {want} is missing")
-                yield payload
-            missing = next(expected, None)
-            if missing is not None:
-                raise NoSuchEventError(f"{self.pointer.as_text()}: chunk at {missing} is missing")
-
-    def _window_scan(self, window: list[int]) -> DataFrame:
-        """The rows at ``window``'s offsets (pruned to their files by their partition values)."""
-        return (self._events
-                .where((F.col("base_offset") <= F.lit(window[-1])) & (F.col("end_offset") > F.lit(window[0])))
-                .where((F.col("offset") >= F.lit(window[0])) & (F.col("offset") <= F.lit(window[-1])))
-                .select("offset", "event"))
-
-    def _fetch_arrow(self, window: list[int]) -> Iterator[tuple[int, bytes]]:
-        """The window as one Arrow table (Python holds the window), in offset order."""
-        import pyarrow.compute as pc
-
-        table = self._window_scan(window).toArrow()
-        offsets, events = table.column("offset"), table.column("event")
-        for i in pc.sort_indices(offsets).to_pylist():
-            yield offsets[i].as_py(), events[i].as_py()
-
-    def _fetch_rows(self, window: list[int]) -> Iterator[tuple[int, bytes]]:
-        """Row by row from the JVM (PySpark before 4.0: no ``toArrow``), in offset order."""
-        rows = self._window_scan(window).coalesce(1).sortWithinPartitions("offset").toLocalIterator()
-        for row in rows:
-            yield row[0], row[1]
-
-    def readinto(self, buffer) -> int:
-        self._checkClosed()
-        if self._iter is None:
-            self._iter = self.iter_chunks()
-        while not self._current:
-            chunk = next(self._iter, None)
-            if chunk is None:
-                return 0
-            self._current = memoryview(chunk)
-        n = min(len(buffer), len(self._current))
-        memoryview(buffer).cast("B")[:n] = self._current[:n]
-        self._current = self._current[n:]
-        return n
 
 
 def clean_transient_data(controller: Controller, scope: str | None, stream: str | None, now: datetime,

@@ -13,8 +13,9 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 import pravega_spark as ps
+from pravega_spark.readers.large_event_reader import assemble_large_events
 from pravega_spark.store.schema import RECORD_CHUNK, RECORD_CHUNK_END, RECORD_EVENT
-from pravega_spark.writers.large_events import assemble_large_events, chunk_framing
+from pravega_spark.writers.large_events import chunk_framing
 from tests.helpers import events_rows
 from tests.invariants import check_stream_consistent
 from tests.processes import spawn

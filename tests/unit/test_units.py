@@ -16,7 +16,10 @@ from pravega_spark.errors import (
     RetriesExhaustedError,
     StreamSealedError,
 )
-from pravega_spark.store.schema import (
+from pravega_spark.store.segment_ranges import SegmentRange, segment_ranges
+from pravega_spark.stream.config import StreamConfiguration
+from pravega_spark.stream.epochs import epoch_at
+from pravega_spark.stream.record import (
     ACTIVE,
     ALLOWED_TRANSITIONS,
     CREATING,
@@ -24,11 +27,8 @@ from pravega_spark.store.schema import (
     SEALED,
     SEALING,
     UPDATING,
+    StreamRecord,
 )
-from pravega_spark.store.segment_ranges import SegmentRange, segment_ranges
-from pravega_spark.stream.config import StreamConfiguration
-from pravega_spark.stream.epochs import epoch_at
-from pravega_spark.stream.record import StreamRecord
 from pravega_spark.stream.scaling import apply_transition, plan_scale
 from pravega_spark.stream.segments import initial_segments, segment_id
 from pravega_spark.stream.stream_cut import StreamCut

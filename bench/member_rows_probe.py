@@ -50,7 +50,7 @@ class Attempts(logging.Handler):
 
 def worker(root: str, member: str, commits: int, start_at: float) -> dict:
     spark = ps.spark_session(**CONF)
-    _delta.configure_session(spark)
+    _delta.backend_for(spark).configure_session()
     store = Store(spark, root)
     path = f"{root}/members"
     attempts = Attempts()
@@ -85,9 +85,9 @@ def main(argv=None) -> int:
         return 0
     shutil.rmtree(a.root, ignore_errors=True)
     spark = ps.spark_session(**CONF)
-    _delta.configure_session(spark)
-    root = _delta.qualify(spark, a.root)
-    _delta.create_table(spark, f"{root}/members", SCHEMA, ("member",), {"delta.checkpointInterval": "100"})
+    _delta.backend_for(spark).configure_session()
+    root = _delta.backend_for(spark).qualify(a.root)
+    _delta.backend_for(spark).create_table(f"{root}/members", SCHEMA, ("member",), {"delta.checkpointInterval": "100"})
     start_at = time.time() + 25  # every JVM up before the first commit
     procs = [subprocess.Popen([sys.executable, __file__, "--root", root, "--commits", str(a.commits),
                                "--worker", f"reader-{i}", "--start-at", str(start_at)],

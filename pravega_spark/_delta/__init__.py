@@ -6,8 +6,9 @@ records it), :class:`TableState` (a version, its table id and listed files),
 changes as dicts. Everything it takes back is plain too: a commit is a list of ``FileEntry``,
 :class:`Removal` and :class:`AppVersion` values.
 
-The interface the rest of the library uses is :class:`backend.DeltaBackend` (``backend.py``);
-``ClassicBackend`` implements it through the JVM. The modules:
+The interface the rest of the library uses is :class:`DeltaBackend` (``backend.py``), one per
+session from ``backend_for``, and its transactions' :class:`TableTransaction`
+(``transaction_protocol.py``). The modules:
 
 - ``files``: the plain values, summaries of partitions, Parquet encoding, the store's clock;
 - ``retry``: Delta's conflicts recognised, bounded retries;
@@ -16,40 +17,17 @@ The interface the rest of the library uses is :class:`backend.DeltaBackend` (``b
 - ``storage``: files under tables (rows without a Spark job, writes, deletes, VACUUM);
 - ``actions``: plain values to Delta's actions and back, in batches;
 - ``transaction``: a transaction driven directly (the classic backend's fence), table creation;
-- ``connect``: the Spark Connect backend (public SQL only: each fence is one MERGE);
-- ``dispatch``: the seam's functions, each run by its session's backend.
+- ``rows``: a small table's compare-and-set, shared by both backends;
+- ``backend``: the ``DeltaBackend`` protocol and ``backend_for``, the one switch;
+- ``classic_backend``: ``ClassicBackend``, through the JVM;
+- ``connect``: public SQL only (each fence is one MERGE), and ``ConnectTransaction``;
+- ``connect_backend``: ``ConnectBackend``, over ``connect``;
+- ``transaction_protocol``: ``TableTransaction``, the verbs both transactions implement.
 """
 
-from .backend import ClassicBackend, ConnectBackend, DeltaBackend, backend_for, replace
-from .connect import is_connect
-from .dispatch import (
-    activate,
-    added_in,
-    check_root,
-    configure_session,
-    create_table,
-    delete_files,
-    delete_matching,
-    estimated_size,
-    exists,
-    file_changes,
-    in_session,
-    is_stopped,
-    is_table,
-    latest,
-    lookup,
-    plan_leaves,
-    pyarrow_s3_options,
-    qualify,
-    read,
-    recent_changes,
-    remove_path,
-    require_classic,
-    transaction,
-    vacuum,
-    version,
-    wait_for_listeners,
-)
+from .backend import DeltaBackend, backend_for, wants_connect
+from .classic_backend import ClassicBackend
+from .connect_backend import ConnectBackend
 from .files import (
     AppVersion,
     CommitMetrics,
@@ -67,6 +45,7 @@ from .files import (
 )
 from .log import summarize_table, table_state
 from .retry import CONFLICTS, DEFAULT_RETRY, Retry, RetryPolicy, is_conflict, retries, retrying
+from .rows import replace
 from .session import (
     SESSION_CONF,
     observed_if_done,
@@ -76,14 +55,14 @@ from .session import (
 )
 from .storage import commit_lock, local_dir, read_rows
 from .transaction import DeltaTransaction
+from .transaction_protocol import TableTransaction
 
 __all__ = [
-    "CONFLICTS", "DEFAULT_RETRY", "SESSION_CONF", "AppVersion", "ClassicBackend", "CommitMetrics", "ConnectBackend",
-    "backend_for", "require_classic", "is_connect", "transaction", "lookup", "delete_matching", "retries", "added_in",
-    "DeltaBackend", "DeltaTransaction", "FileEntry", "check_root", "pyarrow_s3_options", "PartitionSummary", "Removal", "Retry",
-    "RetryPolicy", "TableState", "activate", "arrow_type", "clock", "commit_lock", "commit_times", "configure_session",
-    "create_table", "delete_files", "estimated_size", "exists", "file_changes", "in_session",
-    "is_conflict", "is_stopped", "is_table", "latest", "local_dir", "observed_if_done", "parquet_rows_beside", "plan_leaves", "qualify", "streaming_query_id", "streaming_query_sink", "read", "read_rows",
-    "recent_changes", "remove_path", "removals", "replace", "retrying", "session_key", "set_clock", "summarize",
-    "summarize_table", "table_state", "vacuum", "version", "wait_for_listeners",
+    "CONFLICTS", "DEFAULT_RETRY", "SESSION_CONF", "AppVersion", "arrow_type", "backend_for",
+    "ClassicBackend", "clock", "commit_lock", "commit_times", "CommitMetrics", "ConnectBackend",
+    "DeltaBackend", "DeltaTransaction", "FileEntry", "is_conflict", "local_dir",
+    "observed_if_done", "parquet_rows_beside", "PartitionSummary", "read_rows", "Removal",
+    "removals", "replace", "retries", "Retry", "retrying", "RetryPolicy", "session_key",
+    "set_clock", "streaming_query_id", "streaming_query_sink", "summarize", "summarize_table",
+    "table_state", "TableState", "TableTransaction", "wants_connect",
 ]

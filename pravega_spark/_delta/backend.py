@@ -1,208 +1,188 @@
-"""The interface the library uses to reach Delta, and its classic (py4j) implementation.
+"""The interface the library uses to reach Delta, and the one place that picks its implementation.
 
-``DeltaBackend`` is operation-level: each method is one thing the store does to a table (qualify a
-path, read its rows or a summary of its partitions, compare-and-set a partition's rows, commit a
-fenced append, seal, mark and delete for truncation, read the log's changes, VACUUM, read the
-application versions). It says what must hold, not how: the classic backend fences a commit by
-driving a transaction directly (open, read, decide in Python, commit: ``DeltaTransaction``); a
-Spark Connect backend, which has no JVM handle, expresses the same fence as one MERGE whose ON
-clause names the partitions literally and whose condition carries the decision (a stale tail or a
-seal inserts nothing). Both take and hand out the plain values of ``files.py``.
+``DeltaBackend`` is operation-level: each method is one thing the store does to a table or asks
+of its session (qualify a path, read rows or a summary of partitions, compare-and-set a
+partition's rows, open a fenced transaction, truncate, read the log's changes, VACUUM, remove
+tables). It says what must hold, not how:
+
+- ``ClassicBackend`` (``classic_backend.py``) drives a transaction directly through the JVM
+  (open, read, decide in Python, commit files placed by hand: ``DeltaTransaction``);
+- ``ConnectBackend`` (``connect_backend.py``), with no JVM handle, expresses the same fence as one
+  MERGE whose ON clause names the partitions literally and whose condition carries the decision.
+
+Both take and hand out the plain values of ``files.py``, and both implement every method, so a
+method one of them forgot is an ``AttributeError`` at once, never a silent fall into the other's
+path. ``backend_for`` chooses once per session; no module outside ``_delta`` asks which it got,
+only what it can do (``places_files``, ``reads_log_changes``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+import weakref
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from . import connect, dispatch, log, session, storage
-from .files import PartitionSummary, TableState
-from .retry import RetryPolicy, retrying
-from .transaction import DeltaTransaction, create_table
-
-RowsChange = Callable[[list[dict]], "list[tuple] | None"]
+from ..errors import InvalidConfigError
+from .classic_backend import ClassicBackend
+from .connect import BACKEND_ENV, is_connect_session
+from .connect_backend import ConnectBackend
+from .files import CommitMetrics, PartitionSummary, TableState
+from .retry import RetryPolicy
+from .rows import RowsChange
+from .transaction_protocol import TableTransaction
 
 
 class DeltaBackend(Protocol):
     """What the library needs from Delta, one method per operation (see the module docstring)."""
 
     spark: SparkSession
+    places_files: bool
+    """Whether commits may add files placed by hand (transactions, large events, compaction)."""
+    reads_log_changes: bool
+    """Whether the adds and removes of the log's commits can be read (``file_changes``)."""
 
+    # the session
+    def require_placed_files(self, capability: str) -> None:
+        """Raise ``UnsupportedOperationError`` naming ``capability`` unless ``places_files``."""
+
+    def configure_session(self) -> None:
+        """Apply the settings the backend's reads rely on (none where a session refuses them)."""
+
+    def writer_session(self, conf: Mapping[str, str]) -> SparkSession:
+        """The session a writer commits in, with ``conf`` set where a session of its own can hold it."""
+
+    def check_root(self, root: str) -> None:
+        """Refuse a store root whose commits would not be atomic, in one line."""
+
+    def pyarrow_s3_options(self, path: str) -> dict | None:
+        """The S3 settings pyarrow needs to open ``path``'s files, or None."""
+
+    def in_session(self, df: DataFrame) -> DataFrame:
+        """``df`` bound to the backend's session."""
+
+    def plan_leaves(self, df: DataFrame) -> list[str]:
+        """The leaves of ``df``'s plan, as text (empty where plans cannot be inspected)."""
+
+    def estimated_size(self, df: DataFrame) -> int | None:
+        """The optimizer's size estimate of ``df`` in bytes, or None."""
+
+    def activate(self) -> None:
+        """Make the session the thread's active one."""
+
+    def wait_for_listeners(self, timeout_seconds: float) -> bool:
+        """Wait until the session's listener bus is empty; False on timeout."""
+
+    def is_stopped(self) -> bool:
+        """Whether the session has been stopped."""
+
+    # tables
     def qualify(self, path: str) -> str:
         """``path`` absolute and qualified by its file system."""
+
+    def exists(self, path: str) -> bool:
+        """Whether a Delta table is at ``path``."""
+
+    def is_table(self, path: str) -> bool:
+        """Whether ``path`` holds a Delta table (a log with a commit)."""
+
+    def latest(self, path: str) -> tuple[int, str]:
+        """The table's latest version and its id."""
+
+    def version(self, path: str) -> int:
+        """The table's latest version (-1 when there is none)."""
 
     def table_state(self, path: str, version: int | None = None) -> TableState:
         """A version of the table: number, id, and its files when listed without a job."""
 
     def create_table(self, path: str, schema: StructType, partition_by: tuple[str, ...] = (),
-                     properties: dict[str, str] | None = None) -> bool:
+                     properties: dict[str, str] | None = None, rows: list[tuple] | None = None) -> bool:
         """Create the table unless it exists (safe to race); True if this call created it."""
 
     def read(self, path: str, version: int | None = None) -> DataFrame:
         """The table (at ``version``) as a DataFrame."""
 
     def read_rows(self, path: str, column: str | None = None, value: str | None = None) -> list[dict] | None:
-        """A small table's rows (or one string partition's) without a Spark job; None when the
-        backend cannot read them so (the caller then queries ``read``)."""
+        """A small table's rows (or one string partition's); None when the backend cannot read
+        them without a query (the caller then queries ``read``)."""
 
     def summarize(self, path: str, column: str, values: Sequence[int], end_column: str, stat: str,
                   version: int | None = None) -> dict[int, PartitionSummary]:
-        """Per partition: the largest ``end_column`` and the extrema of ``stat`` (no data read)."""
+        """Per partition: the largest ``end_column`` and the extrema of ``stat``."""
+
+    def lookup(self, path: str, column: str, value: int, stat: str, wanted: list[int],
+               version: int | None = None) -> tuple[list[dict], int | None]:
+        """The rows of partition ``column = value`` whose ``stat`` is one of ``wanted``, and the
+        number of data files read (None: a query read them)."""
+
+    def file_changes(self, path: str, start: int, end: int) -> list[tuple[int, list[dict], list[dict]]]:
+        """The adds and removes of commits ``start..end``, from the log."""
+
+    def recent_changes(self, path: str, since_ms: int, keep) -> list[tuple[int, list[dict], list[dict]]]:
+        """The adds and removes of the commits since ``since_ms`` that ``keep`` accepts."""
+
+    def added_in(self, path: str) -> DataFrame:
+        """``file_name, added_in``: the version that added each data file."""
+
+    # commits
+    def transaction(self, path: str) -> TableTransaction:
+        """A new fenced transaction on the table at ``path``."""
 
     def replace_rows(self, path: str, schema: StructType, change: RowsChange, what: str,
                      partition: tuple[str, str] | None = None, partition_by: tuple[str, ...] = (),
                      retry: RetryPolicy | None = None) -> bool:
         """Compare-and-set of a partition (or a small table): one commit replacing its rows with
-        ``change(rows)`` (None: no change), failing and retried on any concurrent change there."""
+        ``change(rows)`` (None: no change), retried on any concurrent change there."""
 
-    def transaction(self, path: str) -> DeltaTransaction:
-        """A transaction driven directly: fenced appends, seals, truncation marks and deletes,
-        application versions (classic backend only; Connect expresses each as a MERGE)."""
+    def delete_matching(self, path: str, source: DataFrame, on: list[str]) -> int:
+        """Delete the rows equal on ``on`` to a row of ``source``; the rows deleted."""
 
-    def file_changes(self, path: str, start: int, end: int) -> list[tuple[int, list[dict], list[dict]]]:
-        """The adds and removes of commits ``start..end``, from the log."""
+    def truncate(self, path: str, column: str, below: Mapping[int, int | None]) -> CommitMetrics:
+        """Delete an events table's rows below each partition's offset (None: all its rows)."""
 
+    # storage
     def vacuum(self, path: str, retention_hours: float | None) -> None:
         """VACUUM the table."""
 
-    def remove_path(self, path: str) -> bool:
-        """Delete ``path`` and everything under it from storage."""
+    def remove_tables(self, paths: Sequence[str], folder: str | None = None) -> bool:
+        """Remove these tables (their folder where a file system is at hand; else their rows)."""
+
+    def delete_files(self, table_path: str, paths: list[str]) -> int:
+        """Delete files written and never committed; how many were deleted."""
 
 
-def backend_for(spark: SparkSession) -> ClassicBackend | ConnectBackend:
-    """The backend serving ``spark``: Connect for a Spark Connect session (or when
-    ``PRAVEGA_SPARK_BACKEND=connect``), else classic."""
-    return ConnectBackend(spark) if connect.is_connect(spark) else ClassicBackend(spark)
+_BACKENDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-class ClassicBackend:
-    """``DeltaBackend`` through the session's JVM (classic Spark and Databricks classic clusters)."""
+def wants_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is served by the public-API backend: a Spark Connect session, or any
+    session when ``PRAVEGA_SPARK_BACKEND=connect`` (tests run it on a classic session that way).
 
-    connect = False
-
-    def __init__(self, spark: SparkSession) -> None:
-        self.spark = spark
-
-    def __repr__(self) -> str:
-        return f"ClassicBackend({self.spark.sparkContext.master})"
-
-    def qualify(self, path: str) -> str:
-        return session.qualify(self.spark, path)
-
-    def table_state(self, path: str, version: int | None = None) -> TableState:
-        return log.table_state(self.spark, path, version)
-
-    def create_table(self, path: str, schema: StructType, partition_by: tuple[str, ...] = (),
-                     properties: dict[str, str] | None = None) -> bool:
-        return create_table(self.spark, path, schema, partition_by, properties)
-
-    def read(self, path: str, version: int | None = None) -> DataFrame:
-        return storage.read(self.spark, path, version)
-
-    def read_rows(self, path: str, column: str | None = None, value: str | None = None) -> list[dict] | None:
-        files = log.listed_files(self.spark, log.snapshot(self.spark, path))
-        if files is None:
-            return None
-        if column is not None:
-            files = tuple(f for f in files if f.partition(column) == value)
-        return storage.read_rows(self.spark, path, files)
-
-    def summarize(self, path: str, column: str, values: Sequence[int], end_column: str, stat: str,
-                  version: int | None = None) -> dict[int, PartitionSummary]:
-        return log.summarize_table(self.spark, path, column, values, end_column, stat, version)
-
-    def replace_rows(self, path: str, schema: StructType, change: RowsChange, what: str,
-                     partition: tuple[str, str] | None = None, partition_by: tuple[str, ...] = (),
-                     retry: RetryPolicy | None = None) -> bool:
-        partition_by = partition_by or ((partition[0],) if partition else ())
-
-        def attempt() -> bool:
-            txn = self.transaction(path)
-            files = txn.read_partition(*partition) if partition else txn.read_whole_table()
-            rows = change(txn.rows(files))
-            if rows is None:
-                return False
-            replace(txn, files, rows, schema, partition_by)
-            return True
-
-        return retrying(attempt, what) if retry is None else retrying(attempt, what, retry)
-
-    def transaction(self, path: str) -> DeltaTransaction:
-        return DeltaTransaction(self.spark, path)
-
-    def file_changes(self, path: str, start: int, end: int) -> list[tuple[int, list[dict], list[dict]]]:
-        return log.file_changes(self.spark, path, start, end)
-
-    def vacuum(self, path: str, retention_hours: float | None) -> None:
-        storage.vacuum(self.spark, path, retention_hours)
-
-    def remove_path(self, path: str) -> bool:
-        return storage.remove_path(self.spark, path)
+    Raises:
+        InvalidConfigError: the variable has another value, or says ``classic`` for a Connect
+            session (it has no JVM).
+    """
+    forced = os.environ.get(BACKEND_ENV, "").strip().lower()
+    remote = is_connect_session(spark)
+    if forced == "classic" and remote:
+        raise InvalidConfigError(f"{BACKEND_ENV}=classic, but the session is a Spark Connect session (no JVM): "
+                                 "unset it")
+    if forced not in ("", "classic", "connect"):
+        raise InvalidConfigError(f"{BACKEND_ENV} must be 'classic' or 'connect', got {forced!r}")
+    return remote or forced == "connect"
 
 
-class ConnectBackend(ClassicBackend):
-    """``DeltaBackend`` with public SQL only (Spark Connect: Databricks serverless and standard
-    clusters). Its transactions are ``connect.ConnectTransaction``s: a commit is one MERGE."""
-
-    connect = True
-
-    def __repr__(self) -> str:
-        return "ConnectBackend()"
-
-    def qualify(self, path: str) -> str:
-        return connect.qualify(self.spark, path)
-
-    def table_state(self, path: str, version: int | None = None) -> TableState:
-        number = connect.version(self.spark, path) if version is None else int(version)
-        return TableState(number, connect.table_id(self.spark, path) if number >= 0 else None, None)
-
-    def create_table(self, path: str, schema: StructType, partition_by: tuple[str, ...] = (),
-                     properties: dict[str, str] | None = None) -> bool:
-        return dispatch.create_table(self.spark, path, schema, partition_by, properties)
-
-    def read(self, path: str, version: int | None = None) -> DataFrame:
-        return connect.read(self.spark, path, version)
-
-    def read_rows(self, path: str, column: str | None = None, value: str | None = None) -> list[dict] | None:
-        """One query (no file access; and a cache check would cost one too); no rows when the
-        table does not exist yet."""
-        return connect.read_rows(self.spark, path, column, value)
-
-    def summarize(self, path: str, column: str, values: Sequence[int], end_column: str, stat: str,
-                  version: int | None = None) -> dict[int, PartitionSummary]:
-        return connect.summarize(self.spark, path, column, values, end_column, stat, version)
-
-    def transaction(self, path: str) -> connect.ConnectTransaction:
-        return connect.ConnectTransaction(self.spark, path)
-
-    def file_changes(self, path: str, start: int, end: int) -> list[tuple[int, list[dict], list[dict]]]:
-        return dispatch.file_changes(self.spark, path, start, end)
-
-    def vacuum(self, path: str, retention_hours: float | None) -> None:
-        connect.vacuum(self.spark, path, retention_hours)
-
-    def remove_path(self, path: str) -> bool:
-        return dispatch.remove_path(self.spark, path)
-
-    def clear_tables(self, paths: Sequence[str]) -> bool:
-        """Delete every row of each of these tables that exists; True if one did."""
-        found = False
-        for path in paths:
-            if connect.exists(self.spark, path):
-                connect.delete_where(self.spark, path, "true")
-                found = True
-        return found
-
-    def truncate(self, path: str, column: str, below: dict[int, int | None]) -> tuple[int | None, dict]:
-        """Delete the rows below each partition's offset (None: all): see ``connect.truncate``."""
-        return connect.truncate(self.spark, path, column, below)
-
-
-def replace(txn: DeltaTransaction, files: Sequence, rows: Sequence[tuple], schema: StructType,
-            partition_by: tuple[str, ...] = ()) -> int:
-    """Commit ``rows`` (one new file per partition) in place of ``files``; returns the version."""
-    adds = txn.write_rows(list(rows), schema, partition_by) if rows else None
-    return txn.commit(adds, partition_by, extra=txn.removals(files))
+def backend_for(spark: SparkSession) -> DeltaBackend:
+    """The backend serving ``spark``, chosen once per session (and per value of
+    ``PRAVEGA_SPARK_BACKEND``): ``ConnectBackend`` where ``wants_connect``, else ``ClassicBackend``."""
+    kind = "connect" if wants_connect(spark) else "classic"
+    try:
+        chosen = _BACKENDS.setdefault(spark, {})
+    except TypeError:  # a session that cannot be weakly referenced: not cached
+        chosen = {}
+    if kind not in chosen:
+        chosen[kind] = ConnectBackend(spark) if kind == "connect" else ClassicBackend(spark)
+    return chosen[kind]

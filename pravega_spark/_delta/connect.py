@@ -29,7 +29,6 @@ commit, application versions read back from the log, job-free log reads) raises
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -58,23 +57,13 @@ FINGERPRINT = "__fp"
 _CLIENT_LOGGERS = ("SQLQueryContextLogger", "pyspark.sql.connect.client.logger", "pyspark.sql.connect.logging")
 
 
-def is_connect(spark: SparkSession) -> bool:
-    """Whether ``spark`` is served by the Connect backend: a Spark Connect session, or any session
-    when ``PRAVEGA_SPARK_BACKEND=connect`` (tests run the SQL-only backend on a classic session
-    that way). ``PRAVEGA_SPARK_BACKEND=classic`` on a Connect session is refused: it has no JVM."""
-    forced = os.environ.get(BACKEND_ENV, "").strip().lower()
+def is_connect_session(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (``backend.wants_connect`` decides the backend)."""
     try:
         from pyspark.sql.connect.session import SparkSession as ConnectSession
     except ImportError:  # the connect extra is not installed: no session can be one
-        remote = False
-    else:
-        remote = isinstance(spark, ConnectSession)
-    if forced == "classic" and remote:
-        raise InvalidConfigError(f"{BACKEND_ENV}=classic, but the session is a Spark Connect session (no JVM): "
-                                 "unset it")
-    if forced not in ("", "classic", "connect"):
-        raise InvalidConfigError(f"{BACKEND_ENV} must be 'classic' or 'connect', got {forced!r}")
-    return remote or forced == "connect"
+        return False
+    return isinstance(spark, ConnectSession)
 
 
 def quiet_client_logs() -> None:
@@ -352,7 +341,7 @@ class ConnectTransaction:
         self._reads: list[FenceRead] = []
         self._tails: dict[int, int] | None = None
         self._tail_column: str | None = None
-        self._tail_end: str | None = None  # set by ``maxima``: the column the condition compares
+        self._tail_end: str | None = None  # set by ``expect_max``: the column the condition compares
         self.inserted: int | None = None  # rows the last commit inserted
         self.committed_version: int | None = None  # the version of the last insert, when found
 
@@ -405,7 +394,7 @@ class ConnectTransaction:
     def rows(self, files: Sequence) -> list[dict]:
         return [dict(f.values) for f in files if isinstance(f, RowRead)]
 
-    def track_partitions(self, column: str, values: list[int]) -> None:
+    def fence_partitions(self, column: str, values: list[int]) -> None:
         """Fence these (integer) partitions; the commit's condition is the tails read by
         ``summarize`` (see the module docstring)."""
         self._tail_column = column
@@ -449,7 +438,7 @@ class ConnectTransaction:
             if self._tail_end is None:
                 inserted = fenced_insert(self.spark, self.path, source, self._tail_column, self._tails,
                                          numbered=app is not None)
-            else:  # a versioned table (``maxima``): always fail when stale
+            else:  # a versioned table (``expect_max``): always fail when stale
                 inserted = fenced_insert(self.spark, self.path, source, self._tail_column, self._tails,
                                          seal_type=None, end_column=self._tail_end, start_column=None)
         self.inserted = inserted
@@ -457,7 +446,7 @@ class ConnectTransaction:
         return inserted
 
     # ---- versioned entries (key-value tables) --------------------------------------------------
-    def maxima(self, column: str, values: Sequence[int], stat: str) -> dict[int, int]:
+    def expect_max(self, column: str, values: Sequence[int], stat: str) -> dict[int, int]:
         """The largest ``stat`` in each of these partitions now (0 for an empty one), one query.
         They become the commit's condition: if a row with a larger ``stat`` appears in one of
         them before the commit's MERGE, it fails (nothing written) and raises ``Retry``."""
@@ -471,7 +460,7 @@ class ConnectTransaction:
 
     def lookup(self, column: str, value: int, stat: str, wanted: Sequence[int]) -> list[dict]:
         """The rows of partition ``column = value`` whose ``stat`` is one of ``wanted`` (one query;
-        the commit's condition is set by ``maxima``)."""
+        the commit's condition is set by ``expect_max``)."""
         return lookup(self.spark, self.path, column, value, stat, wanted)
 
     def frame(self) -> DataFrame:
@@ -479,11 +468,11 @@ class ConnectTransaction:
         return read(self.spark, self.path)
 
     def append_frame(self, df: DataFrame, partition_by: tuple[str, ...]) -> int | None:
-        """Insert ``df``'s rows under the condition set by ``maxima`` (one MERGE); None (the
+        """Insert ``df``'s rows under the condition set by ``expect_max`` (one MERGE); None (the
         version would cost a query).
 
         Raises:
-            Retry: a partition's largest value grew since ``maxima``: nothing was written.
+            Retry: a partition's largest value grew since ``expect_max``: nothing was written.
         """
         self.insert_frame(df)
         return None
@@ -508,12 +497,41 @@ class ConnectTransaction:
     def app_versions(self, prefix: str) -> dict[str, tuple[int, int | None]]:
         return app_versions(self.spark, self.path, prefix)
 
-    def __getattr__(self, name: str):
-        # the classic transaction's file-level operations: no public API offers them
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise UnsupportedOperationError(f"file-level access to Delta's log ({name}) over Spark Connect: this "
+    # ---- files placed by hand: the classic transaction's; no public API offers them -----------
+    @staticmethod
+    def _refuse(verb: str):
+        raise UnsupportedOperationError(f"file-level access to Delta's log ({verb}) over Spark Connect: this "
                                         "operation needs a classic session")
+
+    def files_in(self, column: str, values: list[int]):
+        self._refuse("files_in")
+
+    def files_where(self, predicate: str | None):
+        self._refuse("files_where")
+
+    def read_files_in(self, column: str, values: list[int]):
+        self._refuse("read_files_in")
+
+    def partition_files_since(self, column: str, values: list[int], after_version: int, limit: int | None = None):
+        self._refuse("partition_files_since")
+
+    def unfenced_files(self):
+        self._refuse("unfenced_files")
+
+    def track_files(self, files: Sequence):
+        self._refuse("track_files")
+
+    def read_files(self, files: Sequence):
+        self._refuse("read_files")
+
+    def write(self, df: DataFrame, partition_by: tuple[str, ...]):
+        self._refuse("write")
+
+    def record_metrics(self, metrics: dict[str, int]):
+        self._refuse("record_metrics")
+
+    def commit_new_table(self, schema: StructType, partition_by: tuple[str, ...], properties: dict[str, str], adds: list):
+        self._refuse("commit_new_table")
 
     def commit(self, adds: Sequence | None, partition_by: tuple[str, ...] = (), extra: Sequence | None = None,
                delete_predicate: str | None = None) -> int:
@@ -732,3 +750,29 @@ def truncate(spark: SparkSession, path: str, column: str, below: Mapping[int, in
             last = version_after if version_after is not None else last
             deleted = {"numDeletedRows": deleted["numDeletedRows"] + more["numDeletedRows"]}
     return last, deleted
+
+
+# ---- public SQL that both backends use --------------------------------------------------------
+def delete_matching(spark: SparkSession, path: str, source: DataFrame, on: list[str]) -> int:
+    """Delete the table's rows equal on ``on`` to a row of ``source`` (one MERGE, public SQL:
+    both backends); returns the rows deleted. A concurrent commit to the files it rewrites makes
+    it conflict (retry it)."""
+    condition = " AND ".join(f"t.`{c}` = s.`{c}`" for c in on)
+    target = table(path)
+    result = spark.sql(f"MERGE INTO {target} AS t USING {{source}} AS s ON {condition} WHEN MATCHED THEN DELETE",
+                       source=source).collect()
+    return int(result[0]["num_deleted_rows"]) if result else 0
+
+
+def added_in(spark: SparkSession, path: str) -> DataFrame:
+    """``file_name, added_in``: the version of the commit that added each data file, from the
+    JSON commits the log still holds (one query, public API: both backends)."""
+    from pyspark.sql import functions as F
+
+    commits = spark.read.json(path.rstrip("/") + "/_delta_log/*.json")
+    if "add" not in commits.columns:
+        return spark.createDataFrame([], "file_name string, added_in bigint")
+    return (commits.where(F.col("add").isNotNull())
+            .select(F.element_at(F.split(F.col("add.path"), "/"), -1).alias("file_name"),
+                    F.regexp_extract(F.col("_metadata.file_name"), r"^(\d+)\.json$", 1).cast("long").alias("added_in"))
+            .groupBy("file_name").agg(F.max("added_in").alias("added_in")))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from ..errors import UnsupportedOperationError
 from . import actions, storage
 from .files import (
     AppVersion,
@@ -75,7 +76,7 @@ class DeltaTransaction:
     """One optimistic transaction on a Delta table, driven through the JVM.
 
     This is the fenced append: the transaction declares which partitions it depends on
-    (``track_partitions``), reads their state from file statistics (``partition_maxima``), writes
+    (``fence_partitions``), reads their state from file statistics (``partition_maxima``), writes
     its files and commits them. If a concurrent commit adds a file to a tracked partition after the
     transaction's snapshot, the commit fails with ``ConcurrentAppendException`` and nothing is
     written (the files are orphans that ``VACUUM`` removes). A plain append is never fenced, and a
@@ -109,7 +110,7 @@ class DeltaTransaction:
     def _files_seq(self, files: Sequence[FileEntry]):
         return actions.to_seq(self._jvm, list(files))
 
-    def track_partitions(self, column: str, values: list[int]) -> None:
+    def fence_partitions(self, column: str, values: list[int]) -> None:
         """Declare that this transaction depends on these partitions (its fence)."""
         parser = self.spark._jsparkSession.sessionState().sqlParser()
         predicate = parser.parseExpression(f"{column} IN ({', '.join(str(int(v)) for v in values)})")
@@ -226,9 +227,9 @@ class DeltaTransaction:
         return actions.entries(self._jvm, written)
 
     # ---- versioned entries (key-value tables) --------------------------------------------------
-    def maxima(self, column: str, values: Sequence[int], stat: str) -> dict[int, int]:
+    def expect_max(self, column: str, values: Sequence[int], stat: str) -> dict[int, int]:
         """The largest ``stat`` in each of these (integer) partitions at this transaction's snapshot
-        (0 for an empty one), from file statistics. Fence them with ``track_partitions``: a
+        (0 for an empty one), from file statistics. Fence them with ``fence_partitions``: a
         concurrent add there then fails the commit."""
         found = self.summarize(column, list(values), column, stat)
         return {int(v): int(found[int(v)].high) if int(v) in found and found[int(v)].high is not None else 0
@@ -255,6 +256,19 @@ class DeltaTransaction:
         """Write ``df``'s rows as new files and commit them (the transaction's fence applies);
         returns the new version."""
         return self.commit(self.write(df, partition_by), partition_by)
+
+    def empty_commit(self) -> int:
+        """Commit nothing (a version that adds no data); its version."""
+        return self.commit(None)
+
+    def insert_frame(self, source: DataFrame, app: AppVersion | None = None) -> int:
+        """Refused: this backend appends by placing files at the tails it read (``append_frame``,
+        ``commit``), not by one statement at expected tails."""
+        raise UnsupportedOperationError("insert_frame: the classic transaction appends files placed at its tails")
+
+    def ends_of_insert(self) -> dict[int, int]:
+        """Refused, as ``insert_frame``."""
+        raise UnsupportedOperationError("ends_of_insert: the classic transaction appends files placed at its tails")
 
     # ---- application versions (Delta's SetTransaction): exactly-once markers in the log -----------
     def app_version(self, app_id: str) -> int:
@@ -320,7 +334,7 @@ class DeltaTransaction:
         any commit there removed a file of them or changed the table's metadata. None if the log
         no longer has those commits, or there are more than ``limit`` of them.
 
-        Not a dependency by itself: call ``track_partitions`` to be fenced on the partitions.
+        Not a dependency by itself: call ``fence_partitions`` to be fenced on the partitions.
         """
         if limit is not None and self.read_version - after_version > limit:
             return None

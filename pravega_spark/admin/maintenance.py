@@ -34,16 +34,16 @@ def vacuum(controller: Controller, scope: str | None = None, stream: str | None 
         events = store.events_path(s, t)
         for path in (store.segments_path(s, t), events, store.retention_set_path(s, t), store.subscribers_path(s, t),
                      store.transient_path(s, t), *watermark_paths(store, s, t)):
-            if not _delta.is_table(spark, path):
+            if not _delta.backend_for(spark).is_table(path):
                 continue  # created on first use (transient, watermarks)
             if path == events:
                 staged = staged_age_hours(controller, s, t)
                 if staged is not None and (hours if hours is not None else DEFAULT_FILE_RETENTION_HOURS) < staged + 1:
                     log.info("vacuum of %s/%s: retention raised to %.1f h to keep staged data", s, t, staged + 1)
-                    _delta.vacuum(spark, path, staged + 1)
+                    _delta.backend_for(spark).vacuum(path, staged + 1)
                     done.append(path)
                     continue
-            _delta.vacuum(spark, path, hours)
+            _delta.backend_for(spark).vacuum(path, hours)
             done.append(path)
     log.info("vacuum: %d tables", len(done))
     return done
@@ -57,16 +57,16 @@ def staged_age_hours(controller: Controller, scope: str, stream: str) -> float |
     than its begin, at most ``MAX_EXECUTION_TIME`` before its max execution expiry).
     """
     spark, store = controller.spark, controller.store
-    if _delta.is_connect(spark):  # no staged data there: transactions and large events need a classic session
+    if not store.backend.places_files:  # no staged data: transactions and large events place files
         return None
-    events = _delta.transaction(spark, store.events_path(scope, stream))
+    events = _delta.backend_for(spark).transaction(store.events_path(scope, stream))
     times = [f.modification_time for f in events.files_where(f"{EVENTS_PARTITION} < 0")]
     now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
     times += [int(s["max_execution_expiry"].timestamp() * 1000) - int(MAX_EXECUTION_TIME.total_seconds() * 1000)
               for s in transaction_states(events, now_ms) if s["status"] == "OPEN"]
     transient = store.transient_path(scope, stream)
-    if _delta.is_table(spark, transient):
-        times += [f.modification_time for f in _delta.transaction(spark, transient).files_where(None)]
+    if _delta.backend_for(spark).is_table(transient):
+        times += [f.modification_time for f in _delta.backend_for(spark).transaction(transient).files_where(None)]
     if not times:
         return None
     return max(0.0, (now_ms - min(times)) / 3_600_000)

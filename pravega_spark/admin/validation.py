@@ -452,7 +452,7 @@ def _subscriber_cuts(controller: Controller, record: StreamRecord, records, read
 def _watermarks(controller: Controller, scope: str, stream: str) -> list[tuple[datetime, datetime, StreamCut]]:
     """The emitted watermarks in emission order."""
     path = watermark_paths(controller.store, scope, stream)[1]
-    if not _delta.exists(controller.spark, path):
+    if not controller.store.backend.exists(path):
         return []
     rows = sorted(controller.store.table_rows(path), key=lambda r: (r["emit_time"], r["lower_time_bound"]))
     return [(r["lower_time_bound"], r["upper_time_bound"], StreamCut.from_text(r["stream_cut"])) for r in rows]
@@ -461,14 +461,14 @@ def _watermarks(controller: Controller, scope: str, stream: str) -> list[tuple[d
 def _undecided_staging(controller: Controller, scope: str, stream: str) -> list[int]:
     """The staging partitions of transactions neither committed nor aborted (a timed-out one
     keeps its staged rows until the timeout job aborts it)."""
-    txn = _delta.transaction(controller.spark, controller.store.events_path(scope, stream))
+    txn = controller.store.backend.transaction(controller.store.events_path(scope, stream))
     return [staging_partition(uuid.UUID(t["txn_id"])) for t in transaction_states(txn, epoch_ms())
             if t["status"] == "OPEN" or t["timed_out"]]
 
 
 def _quiet_version(controller: Controller, scope: str, stream: str, attempts: int = 20) -> tuple[StreamRecord, int]:
     """The settled stream row and an events-table version read while that row did not change."""
-    remove_decided_manifests(lambda: _delta.transaction(controller.spark, controller.store.events_path(scope, stream)),
+    remove_decided_manifests(lambda: controller.store.backend.transaction(controller.store.events_path(scope, stream)),
                              epoch_ms())
     for _ in range(attempts):
         record = controller.recover(controller.stream_record(scope, stream))
@@ -583,7 +583,7 @@ def validate_key_value_table(kvt) -> StreamValidation:
     key in its hash partition, key lengths."""
     _gx_module()
     entries = kvt.entries_log().select("*", F.col("_metadata.file_name").alias("file_name"))
-    added = _delta.added_in(kvt.spark, kvt.path)  # file name -> the version of the commit that added it
+    added = _delta.backend_for(kvt.spark).added_in(kvt.path)  # file name -> the version of the commit that added it
     entries = entries.join(added, "file_name", "left").withColumnRenamed("added_in", "row_commit_version")
     prepared = entries.transform(kv_entry_walk, config=kvt.config).transform(with_violations, tables=(KV_ENTRIES,))
     return run_suites(f"{kvt.scope}/{kvt.name}", {KV_ENTRIES: prepared}, {})

@@ -35,7 +35,6 @@ from datetime import datetime, timedelta, timezone
 
 from pyspark.sql import DataFrame
 
-from .. import _delta
 from ..errors import InvalidWriterMarkError, StreamNotFoundError
 from ..store.schema import CUT_ENTRIES, WATERMARKS_TABLE, WRITER_MARKS_TABLE
 from ..store.store import Store
@@ -223,8 +222,8 @@ def _ensure_tables(controller: Controller, scope: str, stream: str) -> tuple[str
 
     marks_path, wm_path = watermark_paths(controller.store, scope, stream)
     for path, ddl, parts in ((marks_path, WRITER_MARKS_DDL, ("writer_key",)), (wm_path, WATERMARKS_DDL, ())):
-        if not _delta.is_table(controller.spark, path):
-            _delta.create_table(controller.spark, path, _parse_datatype_string(ddl), parts)
+        if not controller.store.backend.is_table(path):
+            controller.store.backend.create_table(path, _parse_datatype_string(ddl), parts)
     return marks_path, wm_path
 
 
@@ -253,7 +252,7 @@ def _schema(ddl: str):
 
 def writer_marks(controller: Controller, scope: str, stream: str) -> list[WriterMark]:
     marks_path, _ = watermark_paths(controller.store, scope, stream)
-    if not _delta.exists(controller.spark, marks_path):
+    if not controller.store.backend.exists(marks_path):
         return []
     return [_mark_of(r) for r in controller.store.table_rows(marks_path)]
 
@@ -292,7 +291,7 @@ def note_writer_mark(controller: Controller, scope: str, stream: str, writer_id:
 def shut_down_writer(controller: Controller, scope: str, stream: str, writer_id: str) -> bool:
     """Mark ``writer_id`` shut down (Pravega's ``writerShutdown``); False if it had no live mark."""
     marks_path, _ = watermark_paths(controller.store, scope, stream)
-    if not _delta.exists(controller.spark, marks_path):
+    if not controller.store.backend.exists(marks_path):
         return False
     schema = _schema(WRITER_MARKS_DDL)
 
@@ -308,7 +307,7 @@ def shut_down_writer(controller: Controller, scope: str, stream: str, writer_id:
 
 def watermark_list(controller: Controller, scope: str, stream: str) -> list[Watermark]:
     _, wm_path = watermark_paths(controller.store, scope, stream)
-    if not _delta.exists(controller.spark, wm_path):
+    if not controller.store.backend.exists(wm_path):
         return []
     rows = sorted(controller.store.table_rows(wm_path), key=lambda r: r["lower_time_bound"])
     return [Watermark(_utc(r["lower_time_bound"]), _utc(r["upper_time_bound"]), StreamCut.from_text(r["stream_cut"]))
@@ -317,9 +316,9 @@ def watermark_list(controller: Controller, scope: str, stream: str) -> list[Wate
 
 def watermarks_df(controller: Controller, scope: str, stream: str) -> DataFrame:
     _, wm_path = watermark_paths(controller.store, scope, stream)
-    if not _delta.is_table(controller.spark, wm_path):
+    if not controller.store.backend.is_table(wm_path):
         return controller.spark.createDataFrame([], WATERMARKS_DDL)
-    return _delta.read(controller.spark, wm_path).orderBy("lower_time_bound")
+    return controller.store.backend.read(wm_path).orderBy("lower_time_bound")
 
 
 def compute_round(controller: Controller, scope: str, stream: str, now: datetime) -> Watermark | None:

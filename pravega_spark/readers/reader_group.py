@@ -354,7 +354,7 @@ class ReaderGroup:
             >>> sink = group.delta_sink("/lake/sensors_copy")  # doctest: +SKIP
             >>> sink.write(reader.read_next())  # doctest: +SKIP
         """
-        qualified = _delta.qualify(self._store.spark, path)
+        qualified = _delta.backend_for(self._store.spark).qualify(path)
         sink = self._sink_at(qualified)
         sink.create(schema if schema is not None else self.batch_schema())
         if self._state().sink != qualified:

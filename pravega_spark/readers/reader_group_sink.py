@@ -67,7 +67,7 @@ class ReaderGroupSink:
 
     def create(self, schema: StructType) -> bool:
         """Create the sink's table with ``schema`` unless it exists; True if this call created it."""
-        created = _delta.create_table(self.spark, self.path, schema)
+        created = _delta.backend_for(self.spark).create_table(self.path, schema)
         self._created = True
         return created
 
@@ -92,13 +92,13 @@ class ReaderGroupSink:
         if rows is None:
             rows = batch.events.withColumn("revision", F.lit(batch.revision))
         if not self._created:
-            _delta.create_table(self.spark, self.path, rows.schema)
+            _delta.backend_for(self.spark).create_table(self.path, rows.schema)
             self._created = True
         ranges = {SegmentRef(stream, sid): rng for (stream, sid), rng in batch.ranges.items()}
         owners = {SegmentRef(stream, sid): tok for (stream, sid), tok in batch.owners.items()}
 
         def attempt() -> int:
-            txn = _delta.transaction(self.spark, self.path)
+            txn = _delta.backend_for(self.spark).transaction(self.path)
             keep: list[SegmentRef] = []
             for ref, (low, high) in sorted(ranges.items()):
                 owner = txn.app_version(self._app_id("own", ref))
@@ -134,11 +134,11 @@ class ReaderGroupSink:
         incarnation, see ``taken_over``), returning the end offsets recorded for them (read in
         that commit: a concurrent write of theirs makes it conflict and read again)."""
         refs = sorted(set(refs))
-        if not refs or not _delta.exists(self.spark, self.path):
+        if not refs or not _delta.backend_for(self.spark).exists(self.path):
             return {}  # no segments to hand over; or a group whose sink predates its creation at delta_sink
 
         def attempt() -> dict[SegmentRef, int]:
-            txn = _delta.transaction(self.spark, self.path)
+            txn = _delta.backend_for(self.spark).transaction(self.path)
             found = {}
             actions = []
             for ref in refs:
@@ -154,9 +154,9 @@ class ReaderGroupSink:
     def taken_over(self, reader_id: str, incarnation: str) -> bool:
         """Whether a take-over fenced this join of ``reader_id`` here (its removal from the group
         may not have followed yet: the remover died, or is between its two commits)."""
-        if not _delta.exists(self.spark, self.path):
+        if not _delta.backend_for(self.spark).exists(self.path):
             return False
-        return _delta.transaction(self.spark, self.path).app_version(self._taken_id(reader_id, incarnation)) >= 0
+        return _delta.backend_for(self.spark).transaction(self.path).app_version(self._taken_id(reader_id, incarnation)) >= 0
 
 
 def _segments_in(refs: Iterable[SegmentRef]):

@@ -103,7 +103,7 @@ def foreach_batch(fn):
 def save(session, writer, path: str) -> None:
     """``writer.save(path)`` under the table's commit lock when it is on the local file system
     (``_delta.commit_lock``: processes appending to one table must not lose each other's commits)."""
-    with _delta.commit_lock(_delta.qualify(session, path)):
+    with _delta.commit_lock(_delta.backend_for(session).qualify(path)):
         writer.save(path)
 
 

@@ -441,7 +441,7 @@ class StreamListener(StreamingQueryListener):
         try:
             self.progress(event.progress)
         except Exception:  # a listener must never kill the listener bus
-            if any(_delta.is_stopped(s.controller.spark) for s in self.sources.values()):
+            if any(s.controller.store.backend.is_stopped() for s in self.sources.values()):
                 return  # a last progress event after the session stopped
             log.exception("pravega_spark could not handle the progress of query %s", event.progress.id)
 
@@ -452,7 +452,7 @@ class StreamListener(StreamingQueryListener):
             if truncated:
                 log.warning("query %s batch %d: %d events of %s were truncated before it read them: it resumes "
                             "at the head", progress.id, progress.batchId, truncated, name)
-            _delta.activate(source.controller.spark)
+            source.controller.store.backend.activate()
             end = DeltaOffset.from_json(_field(src, "endOffset"))
             if not self.check_head_applied(source, progress) or not self.check_gaps(source, progress, src, end):
                 continue
@@ -486,11 +486,11 @@ class StreamListener(StreamingQueryListener):
         lo = max(lo, source.checked.get(run, -1) + 1)
         if hi < lo:
             return True
-        if _delta.is_connect(source.controller.spark):
+        if not source.controller.store.backend.reads_log_changes:
             # the commits' adds and removes are not readable over Spark Connect: no gap check there
             # (only commits written outside pravega-spark can make gaps; see the README)
             return True
-        gaps = skipped_events(_delta.file_changes(source.controller.spark, source.path, lo, hi))
+        gaps = skipped_events(source.controller.store.backend.file_changes(source.path, lo, hi))
         source.checked[run] = hi
         if not gaps:
             return True
@@ -587,7 +587,7 @@ def current_head(source: _Source) -> dict[int, int]:
     reads, no Spark job; kept per version of the catalog, so an unchanged catalog costs one log
     listing."""
     controller = source.controller
-    version = _delta.latest(controller.spark, controller.store.streams_path)
+    version = controller.store.backend.latest(controller.store.streams_path)
     if source.head_seen is None or source.head_seen[0] != version:
         head = dict(head_offsets(controller.stream_record(source.scope, source.stream).truncation))
         source.head_seen = (version, head)
@@ -706,7 +706,7 @@ def streaming_group(controller: Controller, record: StreamRecord, group: ReaderG
 def stream_progress(controller: Controller, query, timeout_seconds: float = 30.0) -> StreamProgress | None:
     """``StreamManager.stream_progress``: the query's cut after its last committed batch and the
     bytes from there to the tail, once the listeners have handled its progress so far."""
-    _delta.wait_for_listeners(controller.spark, timeout_seconds)
+    controller.store.backend.wait_for_listeners(timeout_seconds)
     if str(query.id) in _STOPPED_AT_START:
         raise _STOPPED_AT_START[str(query.id)]
     progress = query.lastProgress

@@ -22,7 +22,6 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .. import _delta
 from ..controller import stream_tasks
 from ..controller.client import Controller
 from ..errors import (
@@ -136,7 +135,7 @@ def stream_traffic(controller: Controller, scope: str, stream: str, now: datetim
     """The stream's traffic rows (``autoscale_rules.TRAFFIC_SCHEMA``) of the 20 minutes before ``now``,
     read from the events table's log (newest commits first; no data file is read)."""
     since_ms = int((now - autoscale_rules.HISTORY).timestamp() * 1000)
-    changes = _delta.recent_changes(controller.spark, controller.store.events_path(scope, stream), since_ms, emitted_adds)
+    changes = controller.store.backend.recent_changes(controller.store.events_path(scope, stream), since_ms, emitted_adds)
     return controller.spark.createDataFrame(autoscale_rules.traffic_rows(changes), autoscale_rules.TRAFFIC_SCHEMA)
 
 

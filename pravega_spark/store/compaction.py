@@ -100,10 +100,10 @@ def extent_of(add: _delta.FileEntry) -> FileExtent:
 def compact(spark, events_path: str, segment_ids: Sequence[int] | None = None,
             target_size: int = DEFAULT_TARGET_FILE_SIZE, retry: _delta.RetryPolicy = _delta.DEFAULT_RETRY) -> CompactionResult:
     """Compact the events table at ``events_path`` (only ``segment_ids`` if given): one commit."""
-    _delta.require_classic(spark, "compaction")
+    _delta.backend_for(spark).require_placed_files("compaction")
 
     def attempt() -> CompactionResult:
-        txn = _delta.transaction(spark, events_path)
+        txn = _delta.backend_for(spark).transaction(events_path)
         files = txn.unfenced_files()
         if segment_ids is not None:
             wanted = {int(s) for s in segment_ids}

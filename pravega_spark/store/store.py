@@ -162,7 +162,7 @@ class Store:
     def _cached(self, path: str, key: tuple, load):
         """``load(version)`` for the table's latest version, reusing the last result if the table
         has not changed since."""
-        state = _delta.latest(self.spark, path)
+        state = self.backend.latest(path)
         hit = self._cache.get((path, key))
         if hit is not None and hit[0] == state:
             return hit[1]
@@ -212,7 +212,7 @@ class Store:
         """The stream's transient table (large events being written), created on first use."""
         path = self.transient_path(scope, stream)
         if path not in self._transient_tables:
-            _delta.create_table(self.spark, path, TRANSIENT_SCHEMA, (TRANSIENT_PARTITION,), TRANSIENT_PROPERTIES)
+            self.backend.create_table(path, TRANSIENT_SCHEMA, (TRANSIENT_PARTITION,), TRANSIENT_PROPERTIES)
             self._transient_tables.add(path)
         return path
 
@@ -224,11 +224,11 @@ class Store:
         for path, schema, parts in ((self.scopes_path, SCOPES_SCHEMA, ()),
                                     (self.streams_path, STREAMS_SCHEMA, (STREAM_KEY,)),
                                     (self.reader_groups_path, READER_GROUPS_SCHEMA, (READER_GROUP_KEY,))):
-            _delta.create_table(self.spark, path, schema, parts, SMALL_TABLE_PROPERTIES)
+            self.backend.create_table(path, schema, parts, SMALL_TABLE_PROPERTIES)
 
     # ---- scopes ------------------------------------------------------------------------------
     def scopes(self) -> DataFrame:
-        return _delta.read(self.spark, self.scopes_path)
+        return self.backend.read(self.scopes_path)
 
     def table_rows(self, path: str, column: str | None = None, value: str | None = None) -> list[dict]:
         """The rows of a small table (or of one of its string partitions) at its latest version:
@@ -238,7 +238,7 @@ class Store:
             return rows
 
         def load(version: int) -> tuple:
-            df = _delta.read(self.spark, path, version)
+            df = self.backend.read(path, version)
             if column is not None:
                 df = df.where(F.col(column) == value)
             return tuple(_aware(r.asDict(recursive=True)) for r in df.collect())
@@ -255,7 +255,7 @@ class Store:
 
     def insert_scope(self, scope: str) -> bool:
         def attempt() -> bool:
-            txn = _delta.transaction(self.spark, self.scopes_path)
+            txn = self.backend.transaction(self.scopes_path)
             files = txn.read_whole_table()
             if any(r["scope"] == scope for r in txn.rows(files)):
                 return False
@@ -266,7 +266,7 @@ class Store:
 
     def delete_scope_row(self, scope: str) -> None:
         def attempt() -> None:
-            txn = _delta.transaction(self.spark, self.scopes_path)
+            txn = self.backend.transaction(self.scopes_path)
             files = txn.read_whole_table()
             rows = txn.rows(files)
             keep = [(r["scope"], r["creation_time"]) for r in rows if r["scope"] != scope]
@@ -279,7 +279,7 @@ class Store:
     # ---- streams -----------------------------------------------------------------------------
     def streams(self) -> DataFrame:
         """The streams table's stream rows (not the scopes' deletion marks)."""
-        return (_delta.read(self.spark, self.streams_path)
+        return (self.backend.read(self.streams_path)
                 .where((F.col("stream") != SCOPE_MARK) & ~F.col("stream").startswith(KVT_PREFIX)))
 
     def stream_record(self, scope: str, stream: str) -> StreamRecord | None:
@@ -290,16 +290,16 @@ class Store:
     def _stream_row(self, record: StreamRecord) -> tuple:
         return (stream_key(record.scope, record.stream), *record.to_row())
 
-    def _stream_partition(self, scope: str, stream: str) -> tuple[_delta.DeltaTransaction, list, StreamRecord | None]:
+    def _stream_partition(self, scope: str, stream: str) -> tuple[_delta.TableTransaction, list, StreamRecord | None]:
         """A transaction on the streams table fenced on this stream's partition, the partition's
         files and the stream's record in them."""
         txn, files, rows = self._catalog_partition(scope, stream)
         return txn, files, StreamRecord.from_row(rows[0]) if rows else None
 
-    def _catalog_partition(self, scope: str, name: str) -> tuple[_delta.DeltaTransaction, list, list[dict]]:
+    def _catalog_partition(self, scope: str, name: str) -> tuple[_delta.TableTransaction, list, list[dict]]:
         """A transaction on the streams table fenced on the partition of ``name`` (a stream or a
         KVT's internal name), the partition's files and the rows of ``name`` in them."""
-        txn = _delta.transaction(self.spark, self.streams_path)
+        txn = self.backend.transaction(self.streams_path)
         files = txn.read_partition(STREAM_KEY, stream_key(scope, name))
         return txn, files, [r for r in txn.rows(files) if r["scope"] == scope and r["stream"] == name]
 
@@ -336,7 +336,7 @@ class Store:
         One commit that reads the whole streams table, so it conflicts with any concurrent
         stream insert (whose retry then sees the mark, see ``insert_stream``); a stream inserted
         before it is seen, and the scope is not empty."""
-        txn = _delta.transaction(self.spark, self.streams_path)
+        txn = self.backend.transaction(self.streams_path)
         files = txn.read_whole_table()
         rows = txn.rows(files)
         if any(r["scope"] == scope and r["stream"] != SCOPE_MARK for r in rows):
@@ -373,7 +373,7 @@ class Store:
 
     def key_value_tables(self) -> DataFrame:
         """The catalogue rows of every KVT: ``scope, kvt, configuration, creation_time``."""
-        return (_delta.read(self.spark, self.streams_path).where(F.col("stream").startswith(KVT_PREFIX))
+        return (self.backend.read(self.streams_path).where(F.col("stream").startswith(KVT_PREFIX))
                 .select("scope", F.expr(f"substring(stream, {len(KVT_PREFIX) + 1})").alias("kvt"),
                         "configuration", "creation_time"))
 
@@ -394,9 +394,7 @@ class Store:
     def remove_key_value_table_data(self, scope: str, kvt: str, table_id: str) -> bool:
         """Delete one incarnation's entries table (its folder; over Spark Connect, its rows)."""
         path = self.key_value_table_path(scope, kvt, table_id)
-        if self.backend.connect:
-            return self.backend.clear_tables([path])
-        return _delta.remove_path(self.spark, path)
+        return self.backend.remove_tables([path])
 
     def delete_key_value_table_row(self, scope: str, kvt: str) -> dict | None:
         """Remove the KVT's catalogue row (one commit); the row removed, or None if absent."""
@@ -410,7 +408,7 @@ class Store:
 
     # ---- reader groups -----------------------------------------------------------------------
     def reader_groups(self) -> DataFrame:
-        return _delta.read(self.spark, self.reader_groups_path)
+        return self.backend.read(self.reader_groups_path)
 
     def reader_group_row(self, scope: str, group: str) -> dict | None:
         """The group's row (no Spark job while the table is small), or None."""
@@ -438,7 +436,7 @@ class Store:
     def member_rows(self, scope: str, group: str) -> list[dict]:
         """The group's member rows (``READER_GROUP_MEMBERS_SCHEMA`` as dicts; no Spark job while
         the table is small); [] before any reader refreshed."""
-        if not _delta.exists(self.spark, self.members_path):
+        if not self.backend.exists(self.members_path):
             return []
         return [r for r in self.table_rows(self.members_path) if r["scope"] == scope and r["reader_group"] == group]
 
@@ -465,23 +463,22 @@ class Store:
 
         The retention set and subscribers tables are created on first write (``_table``): until
         then they read as empty."""
-        _delta.create_table(self.spark, self.segments_path(scope, stream), SEGMENTS_SCHEMA,
+        self.backend.create_table(self.segments_path(scope, stream), SEGMENTS_SCHEMA,
                             properties=SMALL_TABLE_PROPERTIES, rows=self._segment_rows(initial))
-        _delta.create_table(self.spark, self.events_path(scope, stream), EVENTS_SCHEMA,
+        self.backend.create_table(self.events_path(scope, stream), EVENTS_SCHEMA,
                             EVENTS_PARTITIONS, EVENTS_PROPERTIES)
 
     def remove_stream_tables(self, scope: str, stream: str) -> bool:
         """Delete the stream's folder; over Spark Connect (no file system), empty each of its
         tables instead (VACUUM removes the bytes later; a stream created again refills them)."""
-        if self.backend.connect:
-            names = (SEGMENTS_TABLE, EVENTS_TABLE, RETENTION_SET_TABLE, AUTOSCALE_TABLE, SUBSCRIBERS_TABLE,
-                     TRANSIENT_TABLE, WRITER_MARKS_TABLE, WATERMARKS_TABLE)
-            return self.backend.clear_tables([f"{self.stream_dir(scope, stream)}/{n}" for n in names])
-        return _delta.remove_path(self.spark, self.stream_dir(scope, stream))
+        names = (SEGMENTS_TABLE, EVENTS_TABLE, RETENTION_SET_TABLE, AUTOSCALE_TABLE, SUBSCRIBERS_TABLE,
+                 TRANSIENT_TABLE, WRITER_MARKS_TABLE, WATERMARKS_TABLE)
+        folder = self.stream_dir(scope, stream)
+        return self.backend.remove_tables([f"{folder}/{n}" for n in names], folder=folder)
 
     # ---- segments ----------------------------------------------------------------------------
     def segments(self, scope: str, stream: str) -> DataFrame:
-        return _delta.read(self.spark, self.segments_path(scope, stream))
+        return self.backend.read(self.segments_path(scope, stream))
 
     def segment_records(self, scope: str, stream: str) -> list[SegmentRecord]:
         rows = self.table_rows(self.segments_path(scope, stream))
@@ -506,7 +503,7 @@ class Store:
         path = self.segments_path(scope, stream)
 
         def attempt() -> None:
-            txn = _delta.transaction(self.spark, path)
+            txn = self.backend.transaction(path)
             files = txn.read_whole_table()
             rows = {r["segment_id"]: tuple(r[c] for c in SEGMENTS_SCHEMA.fieldNames()) for r in txn.rows(files)}
             merged = dict(rows)
@@ -521,19 +518,19 @@ class Store:
     # ---- events ------------------------------------------------------------------------------
     def events(self, scope: str, stream: str, version: int | None = None) -> DataFrame:
         """The events table (at ``version``) with absolute offsets: ``EVENTS_VIEW_COLUMNS``."""
-        return events_view(_delta.read(self.spark, self.events_path(scope, stream), version))
+        return events_view(self.backend.read(self.events_path(scope, stream), version))
 
     def events_version(self, scope: str, stream: str) -> int:
-        return _delta.version(self.spark, self.events_path(scope, stream))
+        return self.backend.version(self.events_path(scope, stream))
 
     def empty_events_commit(self, scope: str, stream: str) -> int:
         """Commit nothing to the events table (a version no reader or writer sees a change in);
         returns its version: a start position that exists for Delta's streaming source."""
-        return _delta.transaction(self.spark, self.events_path(scope, stream)).commit(None)
+        return self.backend.transaction(self.events_path(scope, stream)).commit(None)
 
     def known_boundaries(self, scope: str, stream: str) -> set[tuple[int, int]]:
         """The (mutable) set of positions of this stream's events table known to be boundaries."""
-        table_id = _delta.latest(self.spark, self.events_path(scope, stream))[1]
+        table_id = self.backend.latest(self.events_path(scope, stream))[1]
         return self._boundaries.setdefault(table_id, set())
 
     def segment_summary(self, scope: str, stream: str, segment_ids: Iterable[int],
@@ -564,7 +561,7 @@ class Store:
         summary = self.segment_summary(scope, stream, ids, version)
         return any(m.low is None or m.low <= max(CHUNK_TYPES) for m in summary.values())
 
-    def segment_tails_in(self, txn: _delta.DeltaTransaction, scope: str, stream: str,
+    def segment_tails_in(self, txn: _delta.TableTransaction, scope: str, stream: str,
                          segment_ids: Sequence[int]) -> dict[int, SegmentTail]:
         """Like ``segment_tails``, as of ``txn``'s snapshot of the events table, from file
         statistics (the data is aggregated only if a file has none)."""
@@ -581,8 +578,8 @@ class Store:
         ids = sorted({int(s) for s in segment_ids})
 
         def attempt() -> dict[int, int]:
-            txn = _delta.transaction(self.spark, path)
-            txn.track_partitions(EVENTS_PARTITION, ids)
+            txn = self.backend.transaction(path)
+            txn.fence_partitions(EVENTS_PARTITION, ids)
             tails = self.segment_tails_in(txn, scope, stream, ids)
             todo = {sid: t.length for sid, t in tails.items() if not t.sealed}
             if todo:
@@ -606,7 +603,7 @@ class Store:
         """
         if not starts:
             return 0
-        txn = _delta.transaction(self.spark, self.events_path(scope, stream))
+        txn = self.backend.transaction(self.events_path(scope, stream))
         files = txn.all_files()
         if files is not None:  # a marker is always a file of its own: its statistics say so
             present = set()
@@ -630,9 +627,8 @@ class Store:
         """Delete whole segments: one DELETE commit that removes their files and rewrites none."""
         if not segment_ids:
             return _delta.CommitMetrics(None, {})
-        ids = ", ".join(str(int(s)) for s in sorted(segment_ids))
-        return _delta.retrying(lambda: self._delete(scope, stream, {int(s): None for s in segment_ids},
-                                                    f"segment_id IN ({ids})"),
+        path, below = self.events_path(scope, stream), {int(s): None for s in segment_ids}
+        return _delta.retrying(lambda: self.backend.truncate(path, EVENTS_PARTITION, below),
                                f"delete segments of {scope}/{stream}")
 
     def delete_below(self, scope: str, stream: str, starts: Mapping[int, int]) -> _delta.CommitMetrics:
@@ -640,66 +636,19 @@ class Store:
         records are removed, files straddling the offset are rewritten without them)."""
         if not starts:
             return _delta.CommitMetrics(None, {})
-        condition = " OR ".join(f"(segment_id = {int(s)} AND base_offset + rel_offset < {int(o)})"
-                                for s, o in sorted(starts.items()))
-        return _delta.retrying(lambda: self._delete(scope, stream, {int(s): int(o) for s, o in starts.items()},
-                                                    condition),
+        path, below = self.events_path(scope, stream), {int(s): int(o) for s, o in starts.items()}
+        return _delta.retrying(lambda: self.backend.truncate(path, EVENTS_PARTITION, below),
                                f"truncate segments of {scope}/{stream}")
-
-    def _delete(self, scope: str, stream: str, below: Mapping[int, int | None], condition: str) -> _delta.CommitMetrics:
-        """One DELETE commit on the events table: in each segment of ``below``, the rows with
-        ``offset`` below its value (None: all of them).
-
-        Files are judged by their statistics: wholly below -> removed; wholly at or above -> kept;
-        straddling (or without statistics) -> rewritten without the rows below, in the same
-        commit. The files looked at are the commit's reads, so a concurrent removal of one of
-        them (another process finishing the same truncation) makes it conflict and retry, while
-        appends (always above the tail, so above every start) do not."""
-        if self.backend.connect:  # DELETE statements (no file placement over Spark Connect)
-            return _delta.CommitMetrics(*self.backend.truncate(self.events_path(scope, stream), EVENTS_PARTITION,
-                                                               dict(below)))
-        txn = _delta.transaction(self.spark, self.events_path(scope, stream))
-        files = txn.read_files_in(EVENTS_PARTITION, sorted(below))
-        removed, straddling = [], []
-        for f in files:  # a file's rows lie in [base_offset, end_offset): the log says where
-            start = below[f.int_partition(EVENTS_PARTITION)]
-            base, end = f.int_partition("base_offset"), f.int_partition("end_offset")
-            if start is None or end < start or (end == start and base < start):
-                removed.append(f)
-            elif base < start:
-                straddling.append(f)
-        if not removed and not straddling:
-            return _delta.CommitMetrics(None, {})
-        adds, kept = None, []
-        if straddling:
-            keep = " OR ".join(f"(segment_id = {s} AND base_offset + rel_offset >= {o})"
-                               for s, o in sorted(below.items()) if o is not None)
-            # the rows kept keep their file's base and end (partition values): offsets unchanged
-            kept = txn.write(txn.read_files(straddling).where(keep), EVENTS_PARTITIONS)
-            # each rewritten file keeps its original's time (Delta's streaming source orders a
-            # snapshot by it: see ``_delta.commit_times``)
-            times = {(f.int_partition(EVENTS_PARTITION), f.int_partition("base_offset")): f.modification_time
-                     for f in straddling}
-            adds = [k.placed(modification_time=times.get((k.int_partition(EVENTS_PARTITION), k.int_partition("base_offset"))))
-                    for k in kept]
-        copied = sum(f.num_records for f in kept)
-        metrics = {"numRemovedFiles": len(removed) + len(straddling), "numAddedFiles": len(kept),
-                   "numCopiedRows": copied,
-                   "numDeletedRows": sum(f.num_records for f in removed + straddling) - copied}
-        txn.record_metrics(metrics)
-        version = txn.commit(adds, EVENTS_PARTITIONS, extra=txn.removals(removed + straddling),
-                             delete_predicate=condition)
-        return _delta.CommitMetrics(version, metrics)
 
     # ---- tables created on first write -------------------------------------------------------
     def _table(self, path: str, schema: StructType, partition_by: tuple[str, ...] = ()) -> str:
         """``path``, after creating its (empty) table if it does not exist yet (safe to race)."""
-        _delta.create_table(self.spark, path, schema, partition_by, SMALL_TABLE_PROPERTIES)
+        self.backend.create_table(path, schema, partition_by, SMALL_TABLE_PROPERTIES)
         return path
 
     def _read_or_empty(self, path: str, schema: StructType) -> DataFrame:
-        if _delta.exists(self.spark, path):
-            return _delta.read(self.spark, path)
+        if self.backend.exists(path):
+            return self.backend.read(path)
         return self.spark.createDataFrame([], schema)
 
     # ---- small tables rewritten whole --------------------------------------------------------
@@ -723,7 +672,7 @@ class Store:
     def autoscale_marks(self, scope: str, stream: str) -> list[dict]:
         """The auto-scaler's rows for the stream (``AUTOSCALE_SCHEMA`` as dicts); none yet: []."""
         path = self.autoscale_path(scope, stream)
-        return self.table_rows(path) if _delta.exists(self.spark, path) else []
+        return self.table_rows(path) if self.backend.exists(path) else []
 
     def merge_autoscale_marks(self, scope: str, stream: str, rows: list[dict], keep: set[int]) -> None:
         """One commit: the rows of ``keep``'s segments, each field the later of the stored one and
@@ -751,7 +700,7 @@ class Store:
     def retention_records(self, scope: str, stream: str) -> list[RetentionRecord]:
         """The stream's retention set, oldest first."""
         path = self.retention_set_path(scope, stream)
-        if not _delta.exists(self.spark, path):
+        if not self.backend.exists(path):
             return []
         rows = sorted(self.table_rows(path), key=lambda r: r["recording_time"])
         return [RetentionRecord(from_spark_time(r["recording_time"]), int(r["recording_size"]),
@@ -774,7 +723,7 @@ class Store:
     def drop_retention_records(self, scope: str, stream: str, up_to: datetime) -> None:
         """Drop every record recorded at or before ``up_to``."""
         path = self.retention_set_path(scope, stream)
-        if not _delta.exists(self.spark, path):
+        if not self.backend.exists(path):
             return
 
         def change(rows: list[dict]):
@@ -789,7 +738,7 @@ class Store:
 
     def subscriber_rows(self, scope: str, stream: str) -> list[dict]:
         path = self.subscribers_path(scope, stream)
-        return self.table_rows(path) if _delta.exists(self.spark, path) else []
+        return self.table_rows(path) if self.backend.exists(path) else []
 
     def subscriber(self, scope: str, stream: str, subscriber: str) -> tuple[int, dict[int, int]] | None:
         """``(generation, cut positions)`` of one subscriber, or None if it is not subscribed."""
@@ -826,7 +775,7 @@ class Store:
     def delete_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> None:
         """Remove the subscriber unless it has a newer generation than ``generation``."""
         path = self.subscribers_path(scope, stream)
-        if not _delta.exists(self.spark, path):
+        if not self.backend.exists(path):
             return
 
         def change(rows: list[dict]):

@@ -93,7 +93,7 @@ def create_key_value_table(store: Store, scope: str, kvt: str, config: KeyValueT
     configuration = config.to_json()[:-1] + f', "table_id": "{table_id}"}}'
     inserted = store.insert_key_value_table(scope, kvt, configuration, created)
     if inserted:
-        _delta.create_table(store.spark, store.key_value_table_path(scope, kvt, table_id), KVT_SCHEMA,
+        _delta.backend_for(store.spark).create_table(store.key_value_table_path(scope, kvt, table_id), KVT_SCHEMA,
                             (KVT_PARTITION,), KVT_PROPERTIES)
     log.info("create_key_value_table %s/%s: %s", scope, kvt, "created" if inserted else "exists")
     return inserted
@@ -202,7 +202,7 @@ class KeyValueTable:
         if row is None or _parse(row["configuration"])[1] != self.table_id:
             raise KeyValueTableNotFoundError(f"key-value table {self.scope}/{self.name} does not exist (deleted)")
         if not self._created:  # a crash between registration and creation left no table yet
-            _delta.create_table(self.spark, self.path, KVT_SCHEMA, (KVT_PARTITION,), KVT_PROPERTIES)
+            _delta.backend_for(self.spark).create_table(self.path, KVT_SCHEMA, (KVT_PARTITION,), KVT_PROPERTIES)
             self._created = True
 
     def _partition(self, primary_key: bytes) -> int:
@@ -229,9 +229,9 @@ class KeyValueTable:
         needs_current = any(not (isinstance(m, Put) and m.version is None) for m in mods)
 
         def attempt() -> list[Version | None]:
-            txn = _delta.transaction(self.spark, self.path)
-            txn.track_partitions(KVT_PARTITION, [segment])
-            top = txn.maxima(KVT_PARTITION, [segment], "version")[segment]
+            txn = _delta.backend_for(self.spark).transaction(self.path)
+            txn.fence_partitions(KVT_PARTITION, [segment])
+            top = txn.expect_max(KVT_PARTITION, [segment], "version")[segment]
             current: dict[bytes, Version] = {}
             if needs_current:
                 found = _newest((r for r in txn.lookup(KVT_PARTITION, segment, "key_hash", hashes)
@@ -289,7 +289,7 @@ class KeyValueTable:
         read = 0
         for segment, in_segment in by_segment.items():
             wanted = set(in_segment)
-            rows, files = _delta.lookup(self.spark, self.path, KVT_PARTITION, segment, "key_hash",
+            rows, files = _delta.backend_for(self.spark).lookup(self.path, KVT_PARTITION, segment, "key_hash",
                                         sorted({key_hash(k) for k in wanted}))
             read = None if files is None or read is None else read + files
             for k, (version, value) in _newest((r for r in rows if bytes(r["key"]) in wanted), segment).items():
@@ -308,7 +308,7 @@ class KeyValueTable:
     # ---- reads as DataFrames -------------------------------------------------------------------
     def _entries(self, version: int | None = None) -> DataFrame:
         self._check_exists()
-        return _delta.read(self.spark, self.path, version)
+        return _delta.backend_for(self.spark).read(self.path, version)
 
     def entries_log(self, version: int | None = None) -> DataFrame:
         """The entries table itself (every entry and tombstone not yet compacted):
@@ -378,9 +378,9 @@ class KeyValueTable:
         count = self.config.partition_count
 
         def attempt() -> DataFrame:
-            txn = _delta.transaction(self.spark, self.path)
+            txn = _delta.backend_for(self.spark).transaction(self.path)
             segments = list(range(count))
-            stamps = {p: top + 1 for p, top in txn.maxima(KVT_PARTITION, segments, "version").items()}
+            stamps = {p: top + 1 for p, top in txn.expect_max(KVT_PARTITION, segments, "version").items()}
             live = txn.frame().transform(filter_live)
             decided = with_decisions(source, live, config=self.config, stamps=stamps).localCheckpoint()
             applied = decided.where(F.col("error").isNull())
@@ -388,7 +388,7 @@ class KeyValueTable:
             counts = decided.groupBy(KVT_PARTITION, "error").count().collect()
             touched = sorted({int(r[KVT_PARTITION]) for r in counts if r["error"] is None})
             if touched:
-                txn.track_partitions(KVT_PARTITION, touched)
+                txn.fence_partitions(KVT_PARTITION, touched)
                 txn.expect_tails(KVT_PARTITION, {p: stamps[p] - 1 for p in touched})
                 rows = sum(int(r["count"]) for r in counts if r["error"] is None)
                 files = max(len(touched), -(-rows // ROWS_PER_FILE))
@@ -413,14 +413,14 @@ class KeyValueTable:
         each partition's newest entry, which carries its largest version). One MERGE; the live
         entries and their versions are unchanged. Returns the entries deleted."""
         self._check_exists()
-        entries = _delta.read(self.spark, self.path)
+        entries = _delta.backend_for(self.spark).read(self.path)
         columns = [KVT_PARTITION, "key_hash", "key", "version"]
         newest = entries.groupBy(KVT_PARTITION, "key_hash", "key").agg(F.max("version").alias("version"))
         top = entries.groupBy(KVT_PARTITION).agg(F.max("version").alias("top"))
         keep = (entries.join(newest, columns, "left_semi").join(top, KVT_PARTITION)
                 .where(~F.col("removed") | (F.col("version") == F.col("top"))).select(*columns))
         dropped = entries.select(*columns).join(keep, columns, "left_anti")
-        deleted = _delta.retrying(lambda: _delta.delete_matching(self.spark, self.path, dropped, columns),
+        deleted = _delta.retrying(lambda: _delta.backend_for(self.spark).delete_matching(self.path, dropped, columns),
                                   f"compact {self.scope}/{self.name}")
         log.info("compact %s/%s: %d entries deleted", self.scope, self.name, deleted)
         return deleted

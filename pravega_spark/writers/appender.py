@@ -135,13 +135,9 @@ class Appender:
         self.scope = scope
         self.stream = stream
         self.writer_id = writer_id
-        self.connect = _delta.is_connect(controller.spark)
-        if self.connect:  # no session of its own (Connect has no newSession): settings per write
-            self.session = controller.spark
-        else:
-            self.session = controller.spark.newSession()
-            for key, value in WRITER_CONF.items():
-                self.session.conf.set(key, value)
+        # files placed at commit where the backend can place files; else one fenced MERGE
+        self.places_files = controller.store.backend.places_files
+        self.session = controller.store.backend.writer_session(WRITER_CONF)
         self.retry = retry or _delta.RetryPolicy(attempts=40, max_backoff=3.0)
         self.task_files = True
         # open segments and tails after our last commit, its version and the table's id: exact
@@ -162,9 +158,9 @@ class Appender:
         """The end of this writer's latest write in each segment it wrote."""
         return dict(self._position)
 
-    def transaction(self) -> _delta.DeltaTransaction:
+    def transaction(self) -> _delta.TableTransaction:
         """A new transaction on the stream's events table, in this appender's session."""
-        return _delta.transaction(self.session, self.store.events_path(self.scope, self.stream))
+        return _delta.backend_for(self.session).transaction(self.store.events_path(self.scope, self.stream))
 
     def forget_tails(self) -> None:
         """Drop the tails known from the last commit (the next append reads them again)."""
@@ -174,7 +170,7 @@ class Appender:
                order_by: str | list[str] | None = None, write_number: int | None = None) -> WriteResult:
         """``EventStreamWriter.write_events``: every row of ``df`` as an event, in one commit."""
         number = check_write_number(write_number)
-        if self.connect:
+        if not self.places_files:
             events = self.prepare(df, routing_key, event, order_by)
             names = [order_by] if isinstance(order_by, str) else list(order_by or [])
             return self.retrying(lambda: self.attempt_at_tails(events, names, number), f"append to {self.scoped_name}")
@@ -199,7 +195,7 @@ class Appender:
             return small
         return events.orderBy(*[F.col(c) for c in names], F.col("__seq")) if names else events
 
-    def open_segments_settling(self, txn: _delta.DeltaTransaction) -> tuple[list[SegmentRecord], dict[int, int]]:
+    def open_segments_settling(self, txn: _delta.TableTransaction) -> tuple[list[SegmentRecord], dict[int, int]]:
         """``open_segments``; when a scale is half done, finish it (or raise ``StreamSealedError``)
         before the retry the ``Retry`` asks for."""
         try:
@@ -215,7 +211,7 @@ class Appender:
 
     # ---- internals ---------------------------------------------------------------------------
     def prepare(self, df: DataFrame, routing_key: str, event: str, order_by) -> DataFrame:
-        df = _delta.in_session(df, self.session)
+        df = _delta.backend_for(self.session).in_session(df)
         missing = [c for c in [routing_key, event, *([order_by] if isinstance(order_by, str) else (order_by or []))]
                    if c not in df.columns]
         if missing:
@@ -233,7 +229,7 @@ class Appender:
                          payload.alias("event"), *extra,
                          F.monotonically_increasing_id().alias("__seq"))
 
-    def open_segments(self, txn: _delta.DeltaTransaction) -> tuple[list[SegmentRecord], dict[int, int]]:
+    def open_segments(self, txn: _delta.TableTransaction) -> tuple[list[SegmentRecord], dict[int, int]]:
         """The open segments and their tails as of ``txn``'s snapshot of the events table."""
         if self._hint is not None and self._hint[3] == txn.table_id and self._hint[2] <= txn.read_version:
             segments, tails, version, _ = self._hint
@@ -256,7 +252,7 @@ class Appender:
     def idempotence_guard(self, number: int):
         app_id = WRITER_APP_PREFIX + self.writer_id
 
-        def guard(txn: _delta.DeltaTransaction):
+        def guard(txn: _delta.TableTransaction):
             last = txn.app_version(app_id)
             if last >= number:
                 log.info("%s: write number %d skipped (already applied: last is %d)", self.writer_id, number, last)
@@ -324,7 +320,7 @@ class Appender:
         # fail; writers of other segments of the stream go on in parallel.
         written = sorted({f.segment_id for f in files})
         if written:
-            txn.track_partitions(EVENTS_PARTITION, written)
+            txn.fence_partitions(EVENTS_PARTITION, written)
         failpoint("append:before_commit")
         version = txn.commit(adds, EVENTS_PARTITIONS, extra)
         failpoint("append:after_commit")
@@ -347,7 +343,7 @@ class Appender:
         txn = self.transaction()
         if self._hint is not None:
             segments, tails = self._hint[0], self._hint[1]
-            txn.track_partitions(EVENTS_PARTITION, list(tails))
+            txn.fence_partitions(EVENTS_PARTITION, list(tails))
             txn.expect_tails(EVENTS_PARTITION, tails)
         else:
             segments, tails = self.open_segments_settling(txn)
@@ -384,7 +380,7 @@ class Appender:
         log.info("%s wrote %d events (%d bytes) to %s", self.writer_id, inserted, result.byte_count, self.scoped_name)
         return result
 
-    def _lengths_after(self, txn: _delta.DeltaTransaction, version: int, lengths: dict[int, int],
+    def _lengths_after(self, txn: _delta.TableTransaction, version: int, lengths: dict[int, int],
                        written: list[int]) -> dict[int, int]:
         """Each open segment's length right after our commit at ``version``. A written segment's
         is the end of what we wrote (the fence kept everyone else out of it). The others' are our
@@ -396,7 +392,7 @@ class Appender:
             lengths = {**lengths, **{sid: t.length for sid, t in fresh.items()}}
         return lengths
 
-    def write_with_spark(self, txn: _delta.DeltaTransaction, events: DataFrame, segments) -> list[PendingFile]:
+    def write_with_spark(self, txn: _delta.TableTransaction, events: DataFrame, segments) -> list[PendingFile]:
         """Route, frame and write ``events`` in one Spark job with no shuffle: each task writes
         one file per segment, its offsets relative to the task's extent there. The tasks write
         the files themselves (``_task_files``) when they can reach the table's storage as
@@ -404,7 +400,7 @@ class Appender:
         if is_small(events):
             # a few events (a notebook's handful, a write_event): one task, so one file per segment
             events = events.coalesce(1)
-        storage = (task_storage(txn.path, _delta.pyarrow_s3_options(self.session, txn.path))
+        storage = (task_storage(txn.path, _delta.backend_for(self.session).pyarrow_s3_options(txn.path))
                    if self.task_files else None)
         if storage is not None:
             return self._write_task_files(events, segments, storage)
@@ -441,7 +437,7 @@ class Appender:
             raise
         return [pending_file(_delta.FileEntry.from_json(add)) for add in adds]
 
-    def _write_small(self, txn: _delta.DeltaTransaction, events: list, segments) -> list[PendingFile]:
+    def _write_small(self, txn: _delta.TableTransaction, events: list, segments) -> list[PendingFile]:
         """The same layout as ``write_with_spark`` for a few events already in this process:
         routed and framed here, written by ``DeltaTransaction.write_rows`` (no Spark job)."""
         ordered = sorted(segments, key=lambda seg: seg.key_start)
@@ -481,7 +477,7 @@ class _WriteOnce:
         self._files: list[PendingFile] | None = None
         self.writes = 0
 
-    def __call__(self, txn: _delta.DeltaTransaction, segments: list[SegmentRecord]) -> list[PendingFile]:
+    def __call__(self, txn: _delta.TableTransaction, segments: list[SegmentRecord]) -> list[PendingFile]:
         open_ids = {seg.segment_id for seg in segments}
         if self._files is None or any(f.segment_id not in open_ids for f in self._files):
             w = self._appender
@@ -530,7 +526,7 @@ def small_events(events: DataFrame, order_by: list[str]) -> tuple[list[tuple] | 
     e.g. ``createDataFrame`` of a list) are first read whole into a local checkpoint: a limit
     over them would stop the workers mid-stream (each then printed a ``BrokenPipeError``
     traceback), and the write reads the checkpoint instead of running them again."""
-    names = _delta.plan_leaves(events)
+    names = _delta.backend_for(events.sparkSession).plan_leaves(events)
     if not names or any(name not in IN_MEMORY_LEAVES for name in names):
         return None, events
     if "LogicalRDD" in names:
@@ -566,5 +562,5 @@ SMALL_WRITE_BYTES = 1 << 20
 def is_small(df: DataFrame) -> bool:
     """Whether Spark's own size estimate of ``df``'s plan (no job) is at most SMALL_WRITE_BYTES:
     exact for local data (``createDataFrame``), the files' size for a scan."""
-    size = _delta.estimated_size(df)
+    size = _delta.backend_for(df.sparkSession).estimated_size(df)
     return size is not None and size <= SMALL_WRITE_BYTES

@@ -137,7 +137,7 @@ class LargeEventWriter(io.RawIOBase):
 
     def __init__(self, appender: Appender, routing_key: str | None, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
         super().__init__()
-        _delta.require_classic(appender.session, "writing large events")
+        _delta.backend_for(appender.session).require_placed_files("writing large events")
         self._appender = appender
         self._store = appender.store
         self._controller = appender.controller
@@ -276,7 +276,7 @@ class LargeEventWriter(io.RawIOBase):
         now = datetime.now(timezone.utc)
         if self._started is None:
             self._started = now  # one write time for all of the event's chunks
-        events = _delta.transaction(self._session, self._store.events_path(w.scope, w.stream))
+        events = _delta.backend_for(self._session).transaction(self._store.events_path(w.scope, w.stream))
         [add] = events.write_rows([chunk_row(position, chunk, last, self.routing_key, w.writer_id, self._started)],
                                   EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS,
                                   folder=f"transient={self.transient_id}")
@@ -284,7 +284,7 @@ class LargeEventWriter(io.RawIOBase):
                     add.to_json(), now)
 
         def attempt() -> int:  # a blind append: nobody else writes this transient id's partition
-            txn = _delta.transaction(self._session, path)
+            txn = _delta.backend_for(self._session).transaction(path)
             return txn.commit(txn.write_rows([manifest], TRANSIENT_SCHEMA, (TRANSIENT_PARTITION,),
                                              TRANSIENT_STATS_COLUMNS), (TRANSIENT_PARTITION,))
 
@@ -307,7 +307,7 @@ class LargeEventWriter(io.RawIOBase):
         target = _segment_for(segments, self.key_position).segment_id
         tail = tails[target]
         # the fence: an append to or seal of the target segment after our snapshot fails our commit
-        txn.track_partitions(EVENTS_PARTITION, [target])
+        txn.fence_partitions(EVENTS_PARTITION, [target])
         # the manifests are still there (from the log alone; an abort would also have decided)
         found = staged_positions(self._session, self._store.transient_path(w.scope, w.stream), self.transient_id)
         if found != self._staged:
@@ -340,7 +340,7 @@ def decide(controller: Controller, scope: str, stream: str, transient_ids: list[
     path = controller.store.events_path(scope, stream)
 
     def attempt() -> dict[str, int]:
-        txn = _delta.transaction(controller.spark, path)
+        txn = controller.store.backend.transaction(path)
         current = {t: txn.app_version(transient_app_id(t)) for t in transient_ids}
         todo = [t for t, v in current.items() if v < 0]
         if todo:
@@ -353,7 +353,7 @@ def decide(controller: Controller, scope: str, stream: str, transient_ids: list[
 def staged_positions(session, path: str, transient_id: str) -> list[int]:
     """The positions of a transient id's staged chunks, in order, from the transient table's log
     (each manifest file's statistics; no data read)."""
-    txn = _delta.transaction(session, path)
+    txn = _delta.backend_for(session).transaction(path)
     files = [f for f in txn.unfenced_files() if f.partition(TRANSIENT_PARTITION) == transient_id]
     return sorted(int(f.min_values["position"]) for f in files)
 
@@ -366,7 +366,7 @@ def remove_transient(session, path: str, events_path: str, transient_ids: list[s
     found: list[dict] = []
 
     def attempt() -> None:
-        txn = _delta.transaction(session, path)
+        txn = _delta.backend_for(session).transaction(path)
         files = txn.files_where(f"{TRANSIENT_PARTITION} IN ({ids})")
         found[:] = txn.rows(files)
         if files:
@@ -375,7 +375,7 @@ def remove_transient(session, path: str, events_path: str, transient_ids: list[s
     _delta.retrying(attempt, f"remove transient data in {path}")
     chunks = [json.loads(m["file"]) for m in found]
     if delete_data and chunks:
-        _delta.delete_files(session, events_path, [c["path"] for c in chunks])
+        _delta.backend_for(session).delete_files(events_path, [c["path"] for c in chunks])
     return len(chunks), sum(int(c["size"]) for c in chunks)
 
 
@@ -401,7 +401,7 @@ class TransientCleanup:
 def idle_transient_ids(session, path: str, now: datetime, idle_timeout: timedelta) -> dict[str, int]:
     """Transient ids whose latest staged chunk is older than ``idle_timeout`` at ``now``, with
     their staged payload bytes (from the manifests' log entries and statistics)."""
-    txn = _delta.transaction(session, path)
+    txn = _delta.backend_for(session).transaction(path)
     latest: dict[str, int] = {}
     sizes: dict[str, int] = {}
     for f in txn.unfenced_files():  # with statistics (sizes)
@@ -420,7 +420,7 @@ def clean_transient(controller: Controller, scope: str, stream: str, now: dateti
     commit that conflicts with the commit's, so exactly one of them wins.
     """
     path = controller.store.transient_path(scope, stream)
-    if not _delta.is_table(controller.spark, path):
+    if not controller.store.backend.is_table(path):
         return TransientCleanup()
     idle = idle_transient_ids(controller.spark, path, now, idle_timeout)
     if not idle:
@@ -454,6 +454,6 @@ def transient_data(controller: Controller, scope: str, stream: str) -> DataFrame
     """``StreamManager.transient_data``: one row per large event being written."""
     controller.stream_record(scope, stream)
     path = controller.store.ensure_transient_table(scope, stream)
-    return (_delta.read(controller.spark, path).groupBy("transient_id", "writer_id", "routing_key")
+    return (controller.store.backend.read(path).groupBy("transient_id", "writer_id", "routing_key")
             .agg(F.count(F.lit(1)).alias("chunks"), F.sum("size").alias("bytes"),
                  F.min("stage_time").alias("first_staged"), F.max("stage_time").alias("last_staged")))

@@ -352,7 +352,7 @@ class Transaction:
         appender = self._writer._appender
         manifests: list = []
 
-        def guard(txn: _delta.DeltaTransaction):
+        def guard(txn: _delta.TableTransaction):
             status, _ = self._status(txn)
             if status is TxnStatus.COMMITTED:
                 if self._unflushed:
@@ -392,7 +392,7 @@ class Transaction:
         the current segments, once per commit call."""
         rewritten: dict = {}
 
-        def files_of(txn: _delta.DeltaTransaction, segments) -> list[PendingFile]:
+        def files_of(txn: _delta.TableTransaction, segments) -> list[PendingFile]:
             staged = staged_pending_files(txn, manifests) + self._unflushed
             open_ids = {seg.segment_id for seg in segments}
             kept = [f for f in staged if f.segment_id in open_ids]
@@ -434,13 +434,13 @@ class Transaction:
         aborted: list[str] = []
         if _delta.retrying(attempt, f"abort {self!r}"):
             appender = self._writer._appender
-            deleted = _delta.delete_files(appender.session, appender.store.events_path(
+            deleted = _delta.backend_for(appender.session).delete_files(appender.store.events_path(
                 self._writer.scope, self._writer.stream), aborted)
             log.info("%r aborted (%d staged files deleted)", self, deleted)
         self._unflushed = []
         self._closed = TxnStatus.ABORTED
 
-    def _staged_files(self, txn: _delta.DeltaTransaction) -> list:
+    def _staged_files(self, txn: _delta.TableTransaction) -> list:
         """The staging partition's files in ``txn``'s snapshot, which ``txn`` now depends on (a
         concurrent staged write makes it fail). Replayed from the JSON log since the begin
         version (no Spark job); from the snapshot's file list if that log is gone."""
@@ -448,21 +448,21 @@ class Transaction:
         listed = None if start is None else txn.partition_files_since(EVENTS_PARTITION, [self._partition], start)
         if listed is None:
             return txn.files_in(EVENTS_PARTITION, [self._partition])
-        txn.track_partitions(EVENTS_PARTITION, [self._partition])
+        txn.fence_partitions(EVENTS_PARTITION, [self._partition])
         return listed[0]
 
-    def _status(self, txn: _delta.DeltaTransaction) -> tuple[TxnStatus, int]:
+    def _status(self, txn: _delta.TableTransaction) -> tuple[TxnStatus, int]:
         status, ms = decode_state(txn.app_version(self._app), epoch_ms())
         if status is TxnStatus.UNKNOWN:
             raise TxnNotFoundError(f"{self!r} is unknown (never begun, or forgotten after Delta's "
                                    "application-version retention)")
         return status, ms
 
-    def _expired_open(self, txn: _delta.DeltaTransaction) -> bool:
+    def _expired_open(self, txn: _delta.TableTransaction) -> bool:
         """Whether the stored state is OPEN (an expired lease, not yet aborted by anyone)."""
         return (txn.app_version(self._app) & 3) == _OPEN
 
-    def _require_open(self, txn: _delta.DeltaTransaction) -> None:
+    def _require_open(self, txn: _delta.TableTransaction) -> None:
         status, _ = self._status(txn)
         if status is not TxnStatus.OPEN:
             if status is TxnStatus.ABORTED and self._expired_open(txn):
@@ -483,7 +483,7 @@ class TransactionalEventStreamWriter:
     """
 
     def __init__(self, controller: Controller, scope: str, stream: str, writer_id: str | None = None) -> None:
-        _delta.require_classic(controller.spark, "Pravega transactions")
+        controller.store.backend.require_placed_files("Pravega transactions")
         self._controller = controller
         self._events = EventStreamWriter(controller, scope, stream, writer_id)
         self._appender = self._events.appender
@@ -538,7 +538,7 @@ class TransactionalEventStreamWriter:
     def close(self) -> None:
         self._events.close()
 
-    def _transaction(self) -> _delta.DeltaTransaction:
+    def _transaction(self) -> _delta.TableTransaction:
         return self._appender.transaction()
 
 
@@ -551,7 +551,7 @@ def _as_bytes(event) -> bytes:
 
 
 # ---- the timeout job and listings ----------------------------------------------------------------
-def transaction_states(txn: _delta.DeltaTransaction, now_ms: int) -> list[dict]:
+def transaction_states(txn: _delta.TableTransaction, now_ms: int) -> list[dict]:
     """Every transaction recorded in the events table's log, with its status as of ``now_ms``."""
     out = []
     for app_id, (version, updated) in sorted(txn.app_versions(TXN_APP_PREFIX).items()):
@@ -574,7 +574,7 @@ TRANSACTIONS_DDL = ("txn_id string, status string, lease_expiry timestamp, decis
                     "max_execution_expiry timestamp, last_updated timestamp, timed_out boolean")
 
 
-def staged_pending_files(txn: _delta.DeltaTransaction, manifests: list) -> list[PendingFile]:
+def staged_pending_files(txn: _delta.TableTransaction, manifests: list) -> list[PendingFile]:
     """The staged files listed by these manifest files, ranked in staging order: (the staging
     commit's read version, the manifest, the write task)."""
     out = []
@@ -589,7 +589,7 @@ def staged_pending_files(txn: _delta.DeltaTransaction, manifests: list) -> list[
     return out
 
 
-def staged_rows(txn: _delta.DeltaTransaction, files: list[PendingFile]) -> DataFrame:
+def staged_rows(txn: _delta.TableTransaction, files: list[PendingFile]) -> DataFrame:
     """The events of staged files as ``(routing_key, event)`` rows, globally sorted in staging
     order (file rank, then offset): the input of a write routing them again."""
     ranked = sorted(files, key=lambda f: (f.rank, f.low))
@@ -601,7 +601,7 @@ def staged_rows(txn: _delta.DeltaTransaction, files: list[PendingFile]) -> DataF
     return rows.orderBy("__rank", "rel_offset").select("routing_key", "event")
 
 
-def staged_data_paths(txn: _delta.DeltaTransaction, manifests: list) -> list[str]:
+def staged_data_paths(txn: _delta.TableTransaction, manifests: list) -> list[str]:
     """The (table-relative) paths of the staged data files these manifests list."""
     return [f.entry.path for f in staged_pending_files(txn, manifests)]
 
@@ -671,14 +671,14 @@ def abort_timed_out(events_txn_factory, scope: str, stream: str, now_ms: int, sp
 
     expired = _delta.retrying(attempt, f"abort timed-out transactions of {scope}/{stream}")
     if deleted and spark is not None:
-        _delta.delete_files(spark, events_path, deleted)
+        _delta.backend_for(spark).delete_files(events_path, deleted)
     return expired
 
 
 def transactions_df(controller: Controller, scope: str, stream: str, now: datetime | None = None) -> DataFrame:
     """``StreamManager.transactions``: the stream's transactions with their status as of ``now``."""
     controller.stream_record(scope, stream)
-    txn = _delta.transaction(controller.spark, controller.store.events_path(scope, stream))
+    txn = controller.store.backend.transaction(controller.store.events_path(scope, stream))
     rows = [tuple(s.values()) for s in transaction_states(txn, epoch_ms(now))]
     return controller.spark.createDataFrame(rows, TRANSACTIONS_DDL)
 
@@ -692,10 +692,10 @@ def abort_timed_out_transactions(controller: Controller, now: datetime | None, s
     for s, t in controller.stream_names(scope, stream):
         path = controller.store.events_path(s, t)
         try:
-            aborted = abort_timed_out(lambda p=path: _delta.transaction(controller.spark, p), s, t, now_ms,
+            aborted = abort_timed_out(lambda p=path: controller.store.backend.transaction(p), s, t, now_ms,
                                       controller.spark, path)
         except Exception as exc:  # noqa: BLE001 - a stream deleted meanwhile is skipped
-            if _delta.is_table(controller.spark, path):
+            if controller.store.backend.is_table(path):
                 raise
             log.info("transactions of %s/%s: stream gone (%s)", s, t, type(exc).__name__)
             continue

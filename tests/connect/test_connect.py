@@ -32,7 +32,7 @@ def test_the_session_is_remote_and_the_backend_is_connect(spark, manager):
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     assert isinstance(spark, ConnectSession)
-    assert _delta.is_connect(spark)
+    assert _delta.wants_connect(spark)
     assert repr(manager._store.backend) == "ConnectBackend()"
     assert_no_jvm()
 

@@ -112,21 +112,21 @@ def test_a_table_location_holding_a_stray_file_is_refused_and_left_alone(spark, 
     stray.mkdir()
     (stray / "notes.txt").write_text("mine")
     with pytest.raises(ps.TableLocationError, match="notes.txt"):
-        _delta.create_table(spark, f"file:{stray}", schema)
+        _delta.backend_for(spark).create_table(f"file:{stray}", schema)
     assert sorted(os.listdir(stray)) == ["notes.txt"]
 
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
     with pytest.raises(ps.TableLocationError, match="a file is there"):
-        _delta.create_table(spark, f"file:{a_file}", schema)
+        _delta.backend_for(spark).create_table(f"file:{a_file}", schema)
     assert a_file.read_text() == "x"
 
     becoming = tmp_path / "becoming"
     (becoming / "_delta_log").mkdir(parents=True)
     (becoming / "part-00000-0f.c000.snappy.parquet").write_bytes(b"not committed")  # a creator's orphan
-    assert _delta.create_table(spark, f"file:{becoming}", schema, rows=[(1,), (2,)]) is True
-    assert _delta.create_table(spark, f"file:{becoming}", schema, rows=[(3,)]) is False
-    assert sorted(r.a for r in _delta.read(spark, f"file:{becoming}").collect()) == [1, 2]
+    assert _delta.backend_for(spark).create_table(f"file:{becoming}", schema, rows=[(1,), (2,)]) is True
+    assert _delta.backend_for(spark).create_table(f"file:{becoming}", schema, rows=[(3,)]) is False
+    assert sorted(r.a for r in _delta.backend_for(spark).read(f"file:{becoming}").collect()) == [1, 2]
 
     # the store's own creation surfaces it the same way: a stray file where a stream's table goes
     manager = ps.StreamManager(spark, str(tmp_path / "store"))

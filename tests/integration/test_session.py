@@ -71,7 +71,7 @@ def test_the_session_commits_to_s3_with_put_if_absent_and_an_unsafe_log_store_is
 
     assert spark.conf.get("spark.delta.logStore.s3a.impl") == _session.LOG_STORE_CLASS
     assert _session.log_store_jar() in spark.conf.get("spark.jars")
-    _delta.check_root(spark, "file:/tmp/anything")  # local roots: nothing to check
+    _delta.backend_for(spark).check_root("file:/tmp/anything")  # local roots: nothing to check
     object_store.check_commits_safe(spark, "s3a://bucket/lake")
     key = "spark.delta.logStore.s3a.impl"
     spark.conf.set(key, "io.delta.storage.S3SingleDriverLogStore")
@@ -100,14 +100,14 @@ def test_pyarrow_s3_options_follow_the_sessions_s3a_settings_per_bucket_first(sp
     try:
         for k, v in given.items():
             conf.set(k, v)
-        options = _delta.pyarrow_s3_options(spark, "s3a://lake/root/t")
+        options = _delta.backend_for(spark).pyarrow_s3_options("s3a://lake/root/t")
         assert options == {"allow_bucket_creation": False, "allow_bucket_deletion": False,
                            "endpoint_override": "127.0.0.1:9000", "scheme": "http", "region": "eu-west-1",
                            "force_virtual_addressing": False, "access_key": "global-key",
                            "secret_key": "global-secret"}
-        special = _delta.pyarrow_s3_options(spark, "s3a://special/t")
+        special = _delta.backend_for(spark).pyarrow_s3_options("s3a://special/t")
         assert (special["access_key"], special["secret_key"]) == ("bucket-key", "bucket-secret")
-        assert _delta.pyarrow_s3_options(spark, "abfss://c@a.dfs.core.windows.net/t") is None
+        assert _delta.backend_for(spark).pyarrow_s3_options("abfss://c@a.dfs.core.windows.net/t") is None
         storage = task_storage("s3a://lake/root/t", options)
         assert storage.base == "lake/root/t" and storage.path("a/b.parquet") == "lake/root/t/a/b.parquet"
         assert "secret" not in repr(storage) and repr(storage) == "TaskStorage(s3://lake/root/t)"

@@ -69,7 +69,7 @@ def test_a_store_on_s3_without_a_put_if_absent_log_store_is_refused(spark, root)
     message = str(refused.value)
     assert len(message.splitlines()) == 1
     assert "spark.delta.logStore.s3a.impl=pravegaspark.delta.ConditionalPutLogStore" in message
-    assert not _delta.is_table(spark, f"{root}/_pravega/scopes")
+    assert not _delta.backend_for(spark).is_table(f"{root}/_pravega/scopes")
     ps.StreamManager(spark, root).create_scope("ok")  # and with it back, the same root works
 
 
@@ -133,7 +133,7 @@ def test_a_log_listing_with_a_gap_is_listed_again_and_a_gap_that_stays_is_report
         writer.write_events(spark.createDataFrame([(f"k{i}", f"{b}:{i}") for i in range(5)],
                                                   "routing_key string, event string"))
     events = manager._store.events_path("iot", "sensors")
-    latest = _delta.version(spark, events)
+    latest = _delta.backend_for(spark).version(events)
     assert latest >= 3
     gap = latest - 1  # a middle version: the listing still starts at 0 and ends at the latest
     log_dir = f"{events}/_delta_log"
@@ -151,7 +151,7 @@ def test_a_log_listing_with_a_gap_is_listed_again_and_a_gap_that_stays_is_report
         spark.conf.set("pravegaspark.delta.logStore.listRetries", "0")
         store.dropFromListings(log_dir, gap, 1)
         with pytest.raises(Exception, match="DELTA_VERSIONS_NOT_CONTIGUOUS"):
-            afresh(lambda: _delta.version(spark, events))  # the hook's gap, as Delta sees it unless listed again
+            afresh(lambda: _delta.backend_for(spark).version(events))  # the hook's gap, as Delta sees it unless listed again
         spark.conf.unset("pravegaspark.delta.logStore.listRetries")
 
         store.dropFromListings(log_dir, gap, 100)  # a gap that stays: the log looks damaged
@@ -160,7 +160,7 @@ def test_a_log_listing_with_a_gap_is_listed_again_and_a_gap_that_stays_is_report
 
         def step():
             calls.append(1)
-            return afresh(lambda: _delta.version(spark, events))
+            return afresh(lambda: _delta.backend_for(spark).version(events))
 
         with pytest.raises(Exception, match="DELTA_VERSIONS_NOT_CONTIGUOUS"):
             _delta.retrying(step, "read", _delta.RetryPolicy(attempts=5, initial_backoff=0.0, max_backoff=0.0))
@@ -169,7 +169,7 @@ def test_a_log_listing_with_a_gap_is_listed_again_and_a_gap_that_stays_is_report
     finally:
         store.dropFromListings(log_dir, 0, 0)
         spark.conf.unset("pravegaspark.delta.logStore.listRetries")
-    assert afresh(lambda: _delta.version(spark, events)) == latest
+    assert afresh(lambda: _delta.backend_for(spark).version(events)) == latest
 
 
 def test_a_commit_whose_response_was_lost_and_whose_put_was_sent_again_is_committed_once(spark, stream2_template):
@@ -198,7 +198,7 @@ def test_a_commit_whose_response_was_lost_and_whose_put_was_sent_again_is_commit
         spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
         manager = ps.StreamManager(spark, root)
         events = manager._store.events_path("iot", "sensors")
-        before = _delta.version(spark, events)
+        before = _delta.backend_for(spark).version(events)
         proxy.arm(rf"/{bucket}/store/iot/sensors/events/_delta_log/\d{{20}}\.json$")
         result = manager.create_event_writer("iot", "sensors", "w").write_events(spark.createDataFrame(
             [(f"k{i % 4}", f"e{i}") for i in range(40)], "routing_key string, event string"))
@@ -206,7 +206,7 @@ def test_a_commit_whose_response_was_lost_and_whose_put_was_sent_again_is_commit
         attempts = [(p.status, p.dropped) for p in proxy.puts if p.path == commit]
         assert attempts == [(200, True), (412, False)], proxy.puts  # stored, answer lost, sent again
         assert manager.read_events("iot", "sensors").count() == 40
-        assert (result.version, _delta.version(spark, events)) == (before + 1, before + 1)  # no 2nd commit at N+1
+        assert (result.version, _delta.backend_for(spark).version(events)) == (before + 1, before + 1)  # no 2nd commit at N+1
         assert manager.validate_stream("iot", "sensors").success
         assert store.ownCommitsRefused() >= 1  # the log store told its own object from a rival's
     finally:

@@ -80,15 +80,16 @@ def test_commit_times_follow_offsets_within_each_segment_and_the_store_clock():
     assert times == [1_000_002, 1_000_000, 1_000_000, 1_000_001]
 
 
-def test_the_classic_backend_implements_every_operation_of_the_seam_with_its_signature():
+def test_both_backends_implement_every_operation_of_the_seam_with_its_signature():
     import inspect
 
     operations = [n for n, v in vars(_delta.DeltaBackend).items() if callable(v) and not n.startswith("_")]
     assert {"qualify", "table_state", "read_rows", "summarize", "replace_rows", "transaction",
             "file_changes", "vacuum"} <= set(operations)
-    for name in operations:
-        assert inspect.signature(getattr(_delta.ClassicBackend, name)) == inspect.signature(
-            getattr(_delta.DeltaBackend, name)), name
+    for backend in (_delta.ClassicBackend, _delta.ConnectBackend):
+        for name in operations:
+            assert inspect.signature(getattr(backend, name)) == inspect.signature(
+                getattr(_delta.DeltaBackend, name)), (backend, name)
 
 
 def test_the_commit_lock_excludes_other_processes_on_the_local_file_system_only(tmp_path):

@@ -1,0 +1,160 @@
+"""``ConnectBackend``: the seam with public SQL and DataFrame calls only (``connect``).
+
+It serves Spark Connect sessions (Databricks serverless and standard clusters), which have no
+JVM handle. Each fence is one MERGE whose ON clause names the partitions literally and whose
+condition carries the decision (``connect.ConnectTransaction``); truncation is DELETEs on
+partition values; nothing reads Delta's log files or places a file by hand, and nothing sets a
+session setting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from ..errors import UnsupportedOperationError
+from . import connect
+from .files import CommitMetrics, PartitionSummary, TableState
+from .retry import RetryPolicy, retrying
+from .rows import RowsChange, replace_rows
+from .transaction_protocol import TableTransaction
+
+
+class ConnectBackend:
+    """``DeltaBackend`` with public SQL only."""
+
+    places_files = False
+    reads_log_changes = False
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def __repr__(self) -> str:
+        return "ConnectBackend()"
+
+    # ---- capabilities and the session --------------------------------------------------------
+    def require_placed_files(self, capability: str) -> None:
+        """Refuse ``capability``, in one line naming it.
+
+        Raises:
+            UnsupportedOperationError: always (it commits files placed by hand).
+        """
+        raise UnsupportedOperationError(f"{capability}: not available over Spark Connect yet (it commits files "
+                                        "placed by hand, which needs a classic session with a JVM)")
+
+    def configure_session(self) -> None:
+        """Nothing: those settings serve the classic backend's log reads, and serverless refuses them."""
+
+    def writer_session(self, conf: Mapping[str, str]) -> SparkSession:
+        """The session itself (Connect has no ``newSession``): settings are given per write."""
+        return self.spark
+
+    def check_root(self, root: str) -> None:
+        """Nothing: the server owns the storage settings, and the first table access reports a bad root."""
+
+    def pyarrow_s3_options(self, path: str) -> dict | None:
+        return None
+
+    def in_session(self, df: DataFrame) -> DataFrame:
+        return df
+
+    def plan_leaves(self, df: DataFrame) -> list[str]:
+        return []
+
+    def estimated_size(self, df: DataFrame) -> int | None:
+        return None
+
+    def activate(self) -> None:
+        """Nothing: a Connect client has no active-session thread state to set."""
+
+    def wait_for_listeners(self, timeout_seconds: float) -> bool:
+        return True
+
+    def is_stopped(self) -> bool:
+        return bool(getattr(self.spark, "is_stopped", False))
+
+    # ---- tables -----------------------------------------------------------------------------
+    def qualify(self, path: str) -> str:
+        return connect.qualify(self.spark, path)
+
+    def exists(self, path: str) -> bool:
+        return connect.exists(self.spark, path)
+
+    def is_table(self, path: str) -> bool:
+        return connect.exists(self.spark, path)
+
+    def latest(self, path: str) -> tuple[int, str]:
+        return connect.latest(self.spark, path)
+
+    def version(self, path: str) -> int:
+        return connect.version(self.spark, path)
+
+    def table_state(self, path: str, version: int | None = None) -> TableState:
+        number = connect.version(self.spark, path) if version is None else int(version)
+        return TableState(number, connect.table_id(self.spark, path) if number >= 0 else None, None)
+
+    def create_table(self, path: str, schema: StructType, partition_by: tuple[str, ...] = (),
+                     properties: dict[str, str] | None = None, rows: list[tuple] | None = None) -> bool:
+        return retrying(lambda: connect.create_table(self.spark, path, schema, partition_by, properties, rows),
+                        f"create table {path}")
+
+    def read(self, path: str, version: int | None = None) -> DataFrame:
+        return connect.read(self.spark, path, version)
+
+    def read_rows(self, path: str, column: str | None = None, value: str | None = None) -> list[dict] | None:
+        """One query (no file access; and a cache check would cost one too); no rows when the
+        table does not exist yet."""
+        return connect.read_rows(self.spark, path, column, value)
+
+    def summarize(self, path: str, column: str, values: Sequence[int], end_column: str, stat: str,
+                  version: int | None = None) -> dict[int, PartitionSummary]:
+        return connect.summarize(self.spark, path, column, values, end_column, stat, version)
+
+    def lookup(self, path: str, column: str, value: int, stat: str, wanted: list[int],
+               version: int | None = None) -> tuple[list[dict], int | None]:
+        return connect.lookup(self.spark, path, column, value, stat, wanted, version), None
+
+    def file_changes(self, path: str, start: int, end: int) -> list[tuple[int, list[dict], list[dict]]]:
+        raise UnsupportedOperationError("reading the adds and removes of Delta's log over Spark Connect")
+
+    def recent_changes(self, path: str, since_ms: int, keep) -> list[tuple[int, list[dict], list[dict]]]:
+        raise UnsupportedOperationError("reading the recent commits of Delta's log over Spark Connect")
+
+    def added_in(self, path: str) -> DataFrame:
+        return connect.added_in(self.spark, path)
+
+    # ---- commits ----------------------------------------------------------------------------
+    def transaction(self, path: str) -> TableTransaction:
+        return connect.ConnectTransaction(self.spark, path)
+
+    def replace_rows(self, path: str, schema: StructType, change: RowsChange, what: str,
+                     partition: tuple[str, str] | None = None, partition_by: tuple[str, ...] = (),
+                     retry: RetryPolicy | None = None) -> bool:
+        return replace_rows(lambda: self.transaction(path), schema, change, what, partition, partition_by, retry)
+
+    def delete_matching(self, path: str, source: DataFrame, on: list[str]) -> int:
+        return connect.delete_matching(self.spark, path, source, on)
+
+    def truncate(self, path: str, column: str, below: Mapping[int, int | None]) -> CommitMetrics:
+        """DELETEs on partition values: see ``connect.truncate``."""
+        return CommitMetrics(*connect.truncate(self.spark, path, column, below))
+
+    # ---- storage ----------------------------------------------------------------------------
+    def vacuum(self, path: str, retention_hours: float | None) -> None:
+        connect.vacuum(self.spark, path, retention_hours)
+
+    def remove_tables(self, paths: Sequence[str], folder: str | None = None) -> bool:
+        """Empty each table that exists (the client has no file system; VACUUM removes the bytes
+        later, and a table created again at a path refills it). True if one existed."""
+        found = False
+        for path in paths:
+            if connect.exists(self.spark, path):
+                connect.delete_where(self.spark, path, "true")
+                found = True
+        return found
+
+    def delete_files(self, table_path: str, paths: list[str]) -> int:
+        """Nothing (no file access): VACUUM removes uncommitted files once older than its retention."""
+        return 0

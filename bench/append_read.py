@@ -50,9 +50,10 @@ from pyspark.sql import functions as F
 
 import pravega_spark as ps
 from bench._common import COST, Seconds, alternate, source, timed
+from pravega_spark.store.clock import utc_now
 from pravega_spark.store.schema import EVENTS_SCHEMA
 from pravega_spark.store.segment_ranges import filter_segment_ranges, segment_ranges
-from pravega_spark.store.store import events_view, utc_now
+from pravega_spark.store.segment_store import events_view
 from pravega_spark.stream.scaling import apply_transition, plan_scale
 from pravega_spark.stream.segments import epoch_members
 from pravega_spark.writers.routing import with_key_position, with_segment_id

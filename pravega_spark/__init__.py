@@ -57,8 +57,9 @@ from .errors import (
     UnsupportedOperationError,
     WorkflowPendingError,
 )
+from .readers.event_reader import EventStreamReader, ReadBatch
 from .readers.large_event_reader import EventPointer, LargeEventReader
-from .readers.reader_group import EventStreamReader, ReadBatch, ReaderGroup
+from .readers.reader_group import ReaderGroup
 from .readers.reader_group_config import ReaderGroupConfig, StreamDataRetention
 from .readers.reader_group_sink import ReaderGroupSink
 from .readers.sinks import foreach_batch, idempotent_delta_sink

@@ -13,7 +13,7 @@ from ..controller.client import Controller
 from ..errors import InvalidConfigError, ScopeNotFoundError
 from ..readers.reader_group import group_row, initial_state, subscribe, unsubscribe
 from ..readers.reader_group_config import ReaderGroupConfig
-from ..store.store import utc_now
+from ..store.clock import utc_now
 from ..stream.names import validate_reader_group_name, validate_scope_name
 
 log = logging.getLogger("pravega_spark")

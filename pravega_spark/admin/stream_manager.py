@@ -1,11 +1,10 @@
-"""``StreamManager``: the client facade of a store (Pravega's ``StreamManager``,
-``ReaderGroupManager`` and the controller's service calls in one class).
+"""``StreamManager``: the client facade of a store, in sections named after the Pravega interfaces
+they stand for: ``StreamManager``, ``ReaderGroupManager``, ``KeyValueTableManager``, the client
+factory, the controller's services and the operator tools.
 
-It validates arguments and delegates: the stream workflows and their roll forward live in
-``workflows``, the read side (settled rows, head, tail, cut checks) in ``controller``, reader-group
-administration in ``reader_group_manager``, each service's loop in the module of its concept
-(``retention_service``, ``autoscale_service``, ``transactions``, ``large_events``, ``watermarks``)
-and VACUUM in ``maintenance``. See docs/ARCHITECTURE.md.
+It delegates: the stream workflows to ``controller.stream_tasks``, the read side to
+``controller.client.Controller``, each service's loop to the module of its concept. See
+docs/ARCHITECTURE.md.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from .. import _delta
 from .._session import ship_package
@@ -23,9 +21,9 @@ from ..controller import stream_tasks, subscribers, watermarks
 from ..controller.client import Controller
 from ..controller.stream_cut_helper import CutOrName
 from ..controller.watermarks import TimeWindow, Watermark, WriterMark
-from ..errors import InvalidConfigError, ScopeNotFoundError, SegmentNotFoundError
+from ..errors import InvalidConfigError
 from ..readers import batch_client, streaming
-from ..readers.large_event_reader import EventPointer, LargeEventReader
+from ..readers.large_event_reader import LargeEventReader
 from ..readers.reader_group import ReaderGroup, open_reader_group
 from ..readers.reader_group_config import ReaderGroupConfig
 from ..readers.streaming import StreamProgress
@@ -33,12 +31,11 @@ from ..services import autoscale_rules, autoscale_service, retention_service
 from ..services.autoscale_service import AutoscaleOutcome
 from ..services.retention_service import RetentionOutcome
 from ..store import compaction
+from ..store.clock import as_utc
 from ..store.store import Store
-from ..stream import epochs as epochs_mod
 from ..stream.config import StreamConfiguration
 from ..stream.names import validate_scope_name, validate_stream_name
 from ..stream.record import StreamInfo
-from ..stream.segments import predecessors, successors_with_predecessors
 from ..stream.stream_cut import StreamCut
 from ..stream.truncation import TruncationRecord
 from ..tables import key_value_table
@@ -52,10 +49,6 @@ from . import maintenance, pictures, reader_group_manager, validation
 from .validation import StreamValidation
 
 log = logging.getLogger("pravega_spark")
-
-
-def _as_utc(ts: datetime) -> datetime:
-    return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
 
 
 def _check_config(config) -> StreamConfiguration:
@@ -103,6 +96,7 @@ class StreamManager:
     def _store(self) -> Store:  # the controller's tables, for the facade's own one-line reads
         return self._controller.store
 
+    # ==== StreamManager (Pravega's ``StreamManager``): scopes, streams, segments, cuts ==============
     # ---- scopes ------------------------------------------------------------------------------
     def create_scope(self, scope: str) -> bool:
         """Create ``scope``; False if it already existed."""
@@ -159,14 +153,7 @@ class StreamManager:
 
     def list_streams(self, scope: str, tag: str | None = None) -> DataFrame:
         """The scope's streams (optionally only those with ``tag``) as a DataFrame."""
-        validate_scope_name(scope)
-        if not self._store.scope_exists(scope):
-            raise ScopeNotFoundError(f"scope {scope} does not exist")
-        df = self._store.streams().where(F.col("scope") == scope)
-        if tag is not None:
-            df = df.where(F.array_contains("tags", tag))
-        return df.select("scope", "stream", "state", "tags", "current_epoch", "creation_time",
-                         "update_time", "configuration").orderBy("stream")
+        return self._controller.list_streams(scope, tag)
 
     def stream_info(self, scope: str, stream: str) -> StreamInfo:
         """State, configuration, current epoch, head and tail cuts, and size of the stream."""
@@ -197,36 +184,23 @@ class StreamManager:
     # ---- segments and epochs -----------------------------------------------------------------
     def segments(self, scope: str, stream: str, epoch: int | None = None) -> DataFrame:
         """The stream's segments (every one it ever had, or the members of ``epoch``)."""
-        self._controller.settled(scope, stream)
-        df = self._store.segments(scope, stream)
-        if epoch is not None:
-            df = df.transform(epochs_mod.filter_epoch_members, epoch=int(epoch))
-        return df.orderBy("segment_id")
+        return self._controller.segments(scope, stream, epoch)
 
     def epochs(self, scope: str, stream: str) -> DataFrame:
         """One row per epoch: ``epoch, creation_time, segment_ids``."""
-        record = self._controller.settled(scope, stream)
-        return self._store.segments(scope, stream).transform(epochs_mod.explode_epochs,
-                                                             current_epoch=record.current_epoch)
+        return self._controller.epochs(scope, stream)
 
     def successors(self, scope: str, stream: str, segment_id: int) -> dict[int, list[int]]:
         """Successors of a sealed segment, each with its predecessors (empty if open/unknown)."""
-        self._controller.settled(scope, stream)
-        return successors_with_predecessors(self._store.segment_records(scope, stream), int(segment_id))
+        return self._controller.successors(scope, stream, segment_id)
 
     def predecessors(self, scope: str, stream: str, segment_id: int) -> list[int]:
         """The segments sealed to create ``segment_id`` that overlap it."""
-        self._controller.settled(scope, stream)
-        records = self._store.segment_records(scope, stream)
-        if not any(r.segment_id == segment_id for r in records):
-            raise SegmentNotFoundError(f"segment {segment_id} is not a segment of {scope}/{stream}")
-        return predecessors(records, int(segment_id))
+        return self._controller.predecessors(scope, stream, segment_id)
 
     def segments_at(self, scope: str, stream: str, time: datetime) -> DataFrame:
         """The segments active at ``time`` (those of the epoch in force then)."""
-        self._controller.settled(scope, stream)
-        epoch = epochs_mod.epoch_at(self._store.segment_records(scope, stream), _as_utc(time))
-        return self.segments(scope, stream, epoch)
+        return self._controller.segments_at(scope, stream, time)
 
     # ---- scaling -----------------------------------------------------------------------------
     def scale_stream(self, scope: str, stream: str, sealed_segments: Iterable[int],
@@ -261,7 +235,7 @@ class StreamManager:
     def stream_cut_at(self, scope: str, stream: str, time: datetime) -> StreamCut:
         """The tail as it was at ``time``: the segments of the epoch active then, each at the end
         of its last event written at or before ``time`` (never before the head)."""
-        return self._controller.stream_cut_at(scope, stream, _as_utc(time))
+        return self._controller.stream_cut_at(scope, stream, as_utc(time))
 
     def size_between(self, scope: str, stream: str, from_cut: CutOrName = "earliest",
                      to_cut: CutOrName = "latest") -> int:
@@ -300,6 +274,219 @@ class StreamManager:
         """The stream's truncation record: head, deleted segments, bytes truncated so far."""
         return self._controller.truncation_record(scope, stream)
 
+    # ==== ReaderGroupManager (Pravega's ``ReaderGroupManager``) ===================================
+    # ---- reader groups -----------------------------------------------------------------------
+    def create_reader_group(self, scope: str, group: str, config: ReaderGroupConfig) -> bool:
+        """Create reader group ``group`` in ``scope`` (Pravega's ``ReaderGroupManager.
+        createReaderGroup``): one commit of its row, its streams' start cuts (``"earliest"``:
+        the head now; ``"latest"``: the tail now) as unassigned segments. Streams of other
+        scopes may be read too.
+
+        Returns:
+            False if a group of that name exists (nothing changes).
+
+        Raises:
+            InvalidConfigError: ``config`` is not a ``ReaderGroupConfig``.
+            ScopeNotFoundError / StreamNotFoundError: the scope or a stream does not exist.
+        """
+        return reader_group_manager.create_reader_group(self._controller, scope, group, config)
+
+    def reader_group(self, scope: str, group: str) -> ReaderGroup:
+        """A handle on reader group ``group`` of ``scope``.
+
+        Raises:
+            ReaderGroupNotFoundError: no such group.
+        """
+        return open_reader_group(self._controller, scope, group)
+
+    def delete_reader_group(self, scope: str, group: str) -> bool:
+        """Delete the group: its subscriptions (if a subscriber), then its row (one commit).
+        False if it did not exist."""
+        return reader_group_manager.delete_reader_group(self._controller, scope, group)
+
+    def list_reader_groups(self, scope: str) -> DataFrame:
+        """The scope's reader groups: ``scope, reader_group, configuration, generation,
+        creation_time, update_time``."""
+        return reader_group_manager.list_reader_groups(self._controller, scope)
+
+    # ==== KeyValueTableManager (Pravega's ``KeyValueTableManager``) ===============================
+    # ---- key-value tables --------------------------------------------------------------------
+    def create_key_value_table(self, scope: str, kvt: str, config: KeyValueTableConfiguration) -> bool:
+        """Create key-value table ``kvt`` in ``scope`` (Pravega's ``KeyValueTableManager.
+        createKeyValueTable``); False if it exists.
+
+        Raises:
+            InvalidNameError / InvalidConfigError: bad name or configuration (nothing written).
+            ScopeNotFoundError: no such scope.
+        """
+        return key_value_table.create_key_value_table(self._store, scope, kvt, config)
+
+    def delete_key_value_table(self, scope: str, kvt: str) -> bool:
+        """Delete the KVT and its entries; False if it did not exist."""
+        return key_value_table.delete_key_value_table(self._store, scope, kvt)
+
+    def list_key_value_tables(self, scope: str) -> DataFrame:
+        """The scope's KVTs: ``scope, key_value_table, partition_count, primary_key_length,
+        secondary_key_length, creation_time``."""
+        return key_value_table.list_key_value_tables(self._store, scope)
+
+    def key_value_table(self, scope: str, kvt: str) -> KeyValueTable:
+        """A handle on KVT ``kvt`` of ``scope``.
+
+        Raises:
+            KeyValueTableNotFoundError: no such KVT.
+        """
+        return key_value_table.open_key_value_table(self._store, scope, kvt)
+
+    def validate_key_value_table(self, scope: str, kvt: str) -> StreamValidation:
+        """Check the KVT's invariants with Great Expectations (one live entry per key, versions
+        increasing per key in the log's order, every key in its hash partition, key lengths);
+        a result like ``validate_stream``'s."""
+        return validation.validate_key_value_table(self.key_value_table(scope, kvt))
+
+    # ==== EventStreamClientFactory (and ``BatchClient``): writers and readers =======================
+    # ---- writers -----------------------------------------------------------------------------
+    def create_event_writer(self, scope: str, stream: str, writer_id: str | None = None,
+                            **options) -> EventStreamWriter:
+        """A writer appending to the stream (see ``EventStreamWriter``)."""
+        self._controller.stream_record(scope, stream)
+        return EventStreamWriter(self._controller, scope, stream, writer_id, **options)
+
+    def create_transactional_writer(self, scope: str, stream: str,
+                                    writer_id: str | None = None) -> TransactionalEventStreamWriter:
+        """A writer of transactions on the stream (see ``transactions.TransactionalEventStreamWriter``).
+
+        Example:
+            >>> txn = manager.create_transactional_writer("iot", "sensors", "ingest-1").begin_txn()  # doctest: +SKIP
+            >>> txn.write_events(df); txn.commit()  # doctest: +SKIP
+        """
+        self._controller.stream_record(scope, stream)
+        return TransactionalEventStreamWriter(self._controller, scope, stream, writer_id)
+
+    def transactions(self, scope: str, stream: str, now: datetime | None = None) -> DataFrame:
+        """The stream's transactions (as recorded in its events table's log) with their status
+        as of ``now``: ``txn_id, status, lease_expiry, decision_time, max_execution_expiry,
+        last_updated, timed_out`` (an expired lease not yet aborted by the timeout job)."""
+        return transactions.transactions_df(self._controller, scope, stream, now)
+
+    def abort_timed_out_transactions(self, now: datetime | None = None, scope: str | None = None,
+                                     stream: str | None = None) -> dict[str, list[str]]:
+        """Abort every transaction whose lease expired by ``now`` (default: the wall clock) and
+        remove its staged events (what ``jobs/transactions.py`` runs). Safe to run concurrently
+        with commits: a transaction ends either committed or aborted.
+
+        Returns:
+            ``{"scope/stream": [aborted txn ids]}`` for the streams where something was aborted.
+        """
+        return transactions.abort_timed_out_transactions(self._controller, None if now is None else as_utc(now),
+                                                         scope, stream)
+
+    # ---- reading -----------------------------------------------------------------------------
+    def read_events(self, scope: str, stream: str, start: CutOrName = "earliest",
+                    end: CutOrName = "latest") -> DataFrame:
+        """The events between two cuts, as a batch DataFrame.
+
+        Columns: ``scope, stream, segment_id, offset, event, routing_key, writer_id, write_time``.
+        Per routing key, ordering by ``(segment_id, offset)`` is append order. With ``end="latest"``
+        the DataFrame is pinned to the events table's version at the call, so it does not grow
+        when evaluated again; between two cuts the data is immutable anyway.
+
+        Raises:
+            TruncatedDataError: ``start`` is before the stream's head.
+            InvalidStreamCutError: a cut is invalid or ``end`` is before ``start``.
+        """
+        return batch_client.read_events(self._controller, scope, stream, start, end)
+
+    def read_stream(self, scope: str, stream: str, start: CutOrName = "earliest",
+                    reader_group: ReaderGroup | str | None = None, max_bytes_per_trigger: int | str | None = None,
+                    max_files_per_trigger: int | None = None, head: str = "plan") -> DataFrame:
+        """The stream's events as a Structured Streaming DataFrame, with ``read_events``' columns.
+
+        Delta's streaming source over the events table (``readers.streaming`` has the rules):
+        exactly once across restarts with a checkpoint, per-key order across micro-batches, no
+        staged data, large events whole; truncated events are skipped with a warning.
+
+        Args:
+            scope: the stream's scope.
+            stream: the stream.
+            start: ``"earliest"`` (the head), ``"latest"`` (the tail when the query starts) or a
+                ``StreamCut`` of the stream. Used only by a new query: a restarted one continues
+                from its checkpoint.
+            reader_group: a reader group (name or handle) of ``scope`` that reads this stream and
+                whose retention type is not NONE: after each committed micro-batch its subscriber
+                cut becomes the position the query reached, so ``run_retention`` can truncate
+                behind the query.
+            max_bytes_per_trigger: rate limit (Delta's soft ``maxBytesPerTrigger``: a micro-batch
+                takes whole data files until it holds this many bytes; ``"64m"`` works too).
+                Per-key order holds across the batches it makes.
+            max_files_per_trigger: rate limit in data files per micro-batch.
+            head: who drops the events below the head in each micro-batch: ``"sink"``, the
+                library's sinks (``ps.idempotent_delta_sink``, ``ps.foreach_batch``) with no Spark
+                job (any other sink stops before its first batch); ``"plan"`` (default), a lookup
+                Spark runs again every micro-batch, for any sink.
+
+        Raises:
+            InvalidStreamCutError: ``start`` is not a cut of this stream.
+            TruncatedDataError: ``start`` is before the stream's head.
+            InvalidConfigError: a bad rate limit, or ``reader_group`` does not fit.
+        """
+        return streaming.read_stream(self._controller, scope, stream, start, reader_group, max_bytes_per_trigger,
+                                     max_files_per_trigger, head)
+
+    def stream_progress(self, query, timeout_seconds: float = 30.0) -> StreamProgress | None:
+        """Where a ``read_stream`` query is: its stream cut after the last committed micro-batch
+        and the bytes from there to the tail (``StreamProgress``), or None before its first batch.
+        Display it in a notebook to watch the lag.
+
+        It first waits (up to ``timeout_seconds``) until the session's listeners have handled the
+        query's progress so far (Spark delivers it asynchronously): on return, with a
+        ``reader_group``, the cut returned is the group's published subscriber cut. Call it after
+        ``query.awaitTermination()`` of an ``availableNow`` run before running retention.
+
+        Raises:
+            SkippedEventsError: the query was stopped because its source skipped events.
+        """
+        return streaming.stream_progress(self._controller, query, timeout_seconds)
+
+    # ---- large events ------------------------------------------------------------------------
+    def open_event(self, pointer, window_chunks: int | None = None) -> LargeEventReader:
+        """A readable binary file streaming one event (large or not) chunk by chunk.
+
+        Args:
+            pointer: an ``EventPointer``, its text form, or a ``read_events`` row (scope, stream,
+                segment_id, offset).
+            window_chunks: chunks fetched per Spark job (default: 32 MiB worth, 4 default
+                chunks). The Python process holds one window (as an Arrow table).
+
+        Example:
+            >>> row = manager.read_events("iot", "cams").select("scope", "stream", "segment_id", "offset").first()  # doctest: +SKIP
+            >>> with manager.open_event(row) as event:  # doctest: +SKIP
+            ...     shutil.copyfileobj(event, out_file)
+
+        Raises:
+            NoSuchEventError: no complete event starts there.
+            TruncatedDataError: the pointer is below the stream's head.
+        """
+        return LargeEventReader.open(self._controller, pointer, window_chunks)
+
+    def transient_data(self, scope: str, stream: str) -> DataFrame:
+        """The large events being written (staged, not committed or aborted yet): one row per
+        transient id with its writer, routing key, chunks, bytes and first/last staging time."""
+        return large_events.transient_data(self._controller, scope, stream)
+
+    def clean_transient_data(self, scope: str | None = None, stream: str | None = None,
+                             now: datetime | None = None,
+                             idle_timeout: timedelta | None = None) -> dict[str, TransientCleanup]:
+        """Abort the large events nobody staged a chunk of for ``idle_timeout`` (default 10
+        minutes) and remove their staged data (what ``jobs/large_events.py`` runs). Safe against a
+        concurrent commit of the same event: it ends either committed or aborted.
+
+        Returns:
+            ``{"scope/stream": TransientCleanup}`` for the streams where something was removed.
+        """
+        return large_events.clean_transient_data(self._controller, scope, stream, now, idle_timeout)
+
+    # ==== Controller services: retention, subscribers, auto-scaling, watermarks ===================
     # ---- retention ---------------------------------------------------------------------------
     def run_retention(self, scope: str | None = None, stream: str | None = None, now: datetime | None = None,
                       frequency: timedelta | None = None, bucket: int = 0, buckets: int = 1) -> list[RetentionOutcome]:
@@ -318,44 +505,8 @@ class StreamManager:
         Returns:
             A list of ``RetentionOutcome`` (one per stream with a policy).
         """
-        return retention_service.run_retention(self._controller, scope, stream, None if now is None else _as_utc(now),
+        return retention_service.run_retention(self._controller, scope, stream, None if now is None else as_utc(now),
                                                frequency, bucket, buckets)
-
-    # ---- auto-scaling ------------------------------------------------------------------------
-    def run_autoscale(self, scope: str | None = None, stream: str | None = None, now: datetime | None = None,
-                      bucket: int = 0, buckets: int = 1, cooldown: timedelta | None = None,
-                      mute: timedelta | None = None) -> list[AutoscaleOutcome]:
-        """Apply the streams' by-rate scaling policies once (what ``jobs/autoscale.py`` runs).
-
-        For each unsealed stream whose policy is ``by_event_rate`` / ``by_data_rate``: measure
-        each open segment's rates from the events table's last 20 minutes of commits, decide with
-        Pravega's rules (cooldown 600 s after a segment's creation; split on ``r2 > 5T``, ``r5 >
-        2T`` or ``r10 > T`` into ``min(max(2, rate/T), max(2, scale_factor))`` parts; mark cold
-        and merge cold immediate neighbours when every rate is low and ``r20 < T/2``; mute 600 s
-        after a request; never below ``min_num_segments``) and make the scales with
-        ``scale_stream``. Streams with a fixed policy are never touched. Safe against concurrent
-        runs, manual scales and writers: a scale that a concurrent one beat is skipped.
-
-        Args:
-            scope, stream: limit the run to a scope or one stream.
-            now: the run's notion of the current time (default: the wall clock).
-            bucket, buckets: handle only this bucket's share of the streams.
-            cooldown, mute: Pravega's ``AutoScalerConfig`` (default 600 s each).
-
-        Returns:
-            A list of ``AutoscaleOutcome`` (one per stream with a by-rate policy).
-        """
-        return autoscale_service.run_autoscale(self._controller, scope, stream, None if now is None else _as_utc(now),
-                                               bucket, buckets, autoscale_rules.COOLDOWN if cooldown is None else cooldown,
-                                               autoscale_rules.MUTE if mute is None else mute)
-
-    def segment_rates(self, scope: str, stream: str, now: datetime | None = None) -> DataFrame:
-        """Each segment's traffic rates as the auto-scaler sees them (``segment_id, r2, r5, r10,
-        r20``: Pravega's decaying rates over 2, 5, 10 and 20 minutes, in events/s, or KiB/s for a
-        data-rate policy) as of ``now``, from the events table's last 20 minutes of commits.
-        Segments without traffic then have no row."""
-        now = _as_utc(now) if now is not None else datetime.now(timezone.utc)
-        return autoscale_service.segment_rates_df(self._controller, scope, stream, now)
 
     # ---- subscribers (consumption-based retention) -------------------------------------------
     def add_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
@@ -408,240 +559,37 @@ class StreamManager:
         self._controller.stream_record(scope, stream)
         return self._store.retention_set(scope, stream).orderBy("recording_time")
 
-    # ---- reading -----------------------------------------------------------------------------
-    def read_events(self, scope: str, stream: str, start: CutOrName = "earliest",
-                    end: CutOrName = "latest") -> DataFrame:
-        """The events between two cuts, as a batch DataFrame.
+    # ---- auto-scaling ------------------------------------------------------------------------
+    def run_autoscale(self, scope: str | None = None, stream: str | None = None, now: datetime | None = None,
+                      bucket: int = 0, buckets: int = 1, cooldown: timedelta | None = None,
+                      mute: timedelta | None = None) -> list[AutoscaleOutcome]:
+        """Apply the streams' by-rate scaling policies once (what ``jobs/autoscale.py`` runs).
 
-        Columns: ``scope, stream, segment_id, offset, event, routing_key, writer_id, write_time``.
-        Per routing key, ordering by ``(segment_id, offset)`` is append order. With ``end="latest"``
-        the DataFrame is pinned to the events table's version at the call, so it does not grow
-        when evaluated again; between two cuts the data is immutable anyway.
-
-        Raises:
-            TruncatedDataError: ``start`` is before the stream's head.
-            InvalidStreamCutError: a cut is invalid or ``end`` is before ``start``.
-        """
-        return batch_client.read_events(self._controller, scope, stream, start, end)
-
-    def read_stream(self, scope: str, stream: str, start: CutOrName = "earliest",
-                    reader_group: ReaderGroup | str | None = None, max_bytes_per_trigger: int | str | None = None,
-                    max_files_per_trigger: int | None = None, head: str = "plan") -> DataFrame:
-        """The stream's events as a Structured Streaming DataFrame, with ``read_events``' columns.
-
-        Delta's streaming source over the events table (``streaming.py`` has the details): with a
-        checkpoint location every event is delivered exactly once across restarts; per routing
-        key, a micro-batch never holds an event appended after one a later micro-batch holds;
-        staged data never appears and a large event arrives whole; events truncated before the
-        query read them are skipped with a warning (it resumes at the head).
+        For each unsealed stream with a by-rate policy: each open segment's rates from the last 20
+        minutes of commits, Pravega's rules (``services.autoscale_rules.decide``: cooldown,
+        thresholds, split count, cold merges, mute, ``min_num_segments``), then ``scale_stream``.
+        Safe against concurrent runs, manual scales and writers (a beaten scale is skipped).
 
         Args:
-            scope: the stream's scope.
-            stream: the stream.
-            start: ``"earliest"`` (the head), ``"latest"`` (the tail when the query starts) or a
-                ``StreamCut`` of the stream. Used only by a new query: a restarted one continues
-                from its checkpoint.
-            reader_group: a reader group (name or handle) of ``scope`` that reads this stream and
-                whose retention type is not NONE: after each committed micro-batch its subscriber
-                cut becomes the position the query reached, so ``run_retention`` can truncate
-                behind the query.
-            max_bytes_per_trigger: rate limit (Delta's soft ``maxBytesPerTrigger``: a micro-batch
-                takes whole data files until it holds this many bytes; ``"64m"`` works too).
-                Per-key order holds across the batches it makes.
-            max_files_per_trigger: rate limit in data files per micro-batch.
-            head: who drops the events below the head in each micro-batch: ``"sink"``, the
-                library's sinks (``ps.idempotent_delta_sink``, ``ps.foreach_batch``) with no Spark
-                job (any other sink stops before its first batch); ``"plan"`` (default), a lookup
-                Spark runs again every micro-batch, for any sink.
-
-        Raises:
-            InvalidStreamCutError: ``start`` is not a cut of this stream.
-            TruncatedDataError: ``start`` is before the stream's head.
-            InvalidConfigError: a bad rate limit, or ``reader_group`` does not fit.
-        """
-        return streaming.read_stream(self._controller, scope, stream, start, reader_group, max_bytes_per_trigger,
-                                     max_files_per_trigger, head)
-
-    def stream_progress(self, query, timeout_seconds: float = 30.0) -> StreamProgress | None:
-        """Where a ``read_stream`` query is: its stream cut after the last committed micro-batch
-        and the bytes from there to the tail (``StreamProgress``), or None before its first batch.
-        Display it in a notebook to watch the lag.
-
-        It first waits (up to ``timeout_seconds``) until the session's listeners have handled the
-        query's progress so far (Spark delivers it asynchronously): on return, with a
-        ``reader_group``, the cut returned is the group's published subscriber cut. Call it after
-        ``query.awaitTermination()`` of an ``availableNow`` run before running retention.
-
-        Raises:
-            SkippedEventsError: the query was stopped because its source skipped events.
-        """
-        return streaming.stream_progress(self._controller, query, timeout_seconds)
-
-    # ---- writers -----------------------------------------------------------------------------
-    def create_event_writer(self, scope: str, stream: str, writer_id: str | None = None,
-                            **options) -> EventStreamWriter:
-        """A writer appending to the stream (see ``EventStreamWriter``)."""
-        self._controller.stream_record(scope, stream)
-        return EventStreamWriter(self._controller, scope, stream, writer_id, **options)
-
-    def create_transactional_writer(self, scope: str, stream: str,
-                                    writer_id: str | None = None) -> TransactionalEventStreamWriter:
-        """A writer of transactions on the stream (see ``transactions.TransactionalEventStreamWriter``).
-
-        Example:
-            >>> txn = manager.create_transactional_writer("iot", "sensors", "ingest-1").begin_txn()  # doctest: +SKIP
-            >>> txn.write_events(df); txn.commit()  # doctest: +SKIP
-        """
-        self._controller.stream_record(scope, stream)
-        return TransactionalEventStreamWriter(self._controller, scope, stream, writer_id)
-
-    def transactions(self, scope: str, stream: str, now: datetime | None = None) -> DataFrame:
-        """The stream's transactions (as recorded in its events table's log) with their status
-        as of ``now``: ``txn_id, status, lease_expiry, decision_time, max_execution_expiry,
-        last_updated, timed_out`` (an expired lease not yet aborted by the timeout job)."""
-        return transactions.transactions_df(self._controller, scope, stream, now)
-
-    def abort_timed_out_transactions(self, now: datetime | None = None, scope: str | None = None,
-                                     stream: str | None = None) -> dict[str, list[str]]:
-        """Abort every transaction whose lease expired by ``now`` (default: the wall clock) and
-        remove its staged events (what ``jobs/transactions.py`` runs). Safe to run concurrently
-        with commits: a transaction ends either committed or aborted.
+            scope, stream: limit the run to a scope or one stream.
+            now: the run's notion of the current time (default: the wall clock).
+            bucket, buckets: handle only this bucket's share of the streams.
+            cooldown, mute: Pravega's ``AutoScalerConfig`` (default 600 s each).
 
         Returns:
-            ``{"scope/stream": [aborted txn ids]}`` for the streams where something was aborted.
+            A list of ``AutoscaleOutcome`` (one per stream with a by-rate policy).
         """
-        return transactions.abort_timed_out_transactions(self._controller, None if now is None else _as_utc(now),
-                                                         scope, stream)
+        return autoscale_service.run_autoscale(self._controller, scope, stream, None if now is None else as_utc(now),
+                                               bucket, buckets, autoscale_rules.COOLDOWN if cooldown is None else cooldown,
+                                               autoscale_rules.MUTE if mute is None else mute)
 
-    # ---- reader groups -----------------------------------------------------------------------
-    def create_reader_group(self, scope: str, group: str, config: ReaderGroupConfig) -> bool:
-        """Create reader group ``group`` in ``scope`` (Pravega's ``ReaderGroupManager.
-        createReaderGroup``): one commit of its row, its streams' start cuts (``"earliest"``:
-        the head now; ``"latest"``: the tail now) as unassigned segments. Streams of other
-        scopes may be read too.
-
-        Returns:
-            False if a group of that name exists (nothing changes).
-
-        Raises:
-            InvalidConfigError: ``config`` is not a ``ReaderGroupConfig``.
-            ScopeNotFoundError / StreamNotFoundError: the scope or a stream does not exist.
-        """
-        return reader_group_manager.create_reader_group(self._controller, scope, group, config)
-
-    def reader_group(self, scope: str, group: str) -> ReaderGroup:
-        """A handle on reader group ``group`` of ``scope``.
-
-        Raises:
-            ReaderGroupNotFoundError: no such group.
-        """
-        return open_reader_group(self._controller, scope, group)
-
-    def delete_reader_group(self, scope: str, group: str) -> bool:
-        """Delete the group: its subscriptions (if a subscriber), then its row (one commit).
-        False if it did not exist."""
-        return reader_group_manager.delete_reader_group(self._controller, scope, group)
-
-    def list_reader_groups(self, scope: str) -> DataFrame:
-        """The scope's reader groups: ``scope, reader_group, configuration, generation,
-        creation_time, update_time``."""
-        return reader_group_manager.list_reader_groups(self._controller, scope)
-
-    # ---- pictures ----------------------------------------------------------------------------
-    def plot_epochs(self, scope: str, stream: str, path: str | None = None):
-        """A picture of the stream's key space over time: segments as boxes over their key
-        ranges from creation to seal (labelled with their names and sealed sizes), scales, and
-        the head and tail cuts. Returns a matplotlib ``Figure`` (shown inline by ``display``);
-        writes a PNG at ``path`` if given."""
-        return pictures.plot_epochs(self._controller, scope, stream, path)
-
-    def plot_retention(self, scope: str, stream: str, path: str | None = None):
-        """A picture of the stream's retention: the retention set's records over time, the
-        truncation point, the subscribers' cuts and the stream's size (bytes from its start).
-        Returns a matplotlib ``Figure``; writes a PNG at ``path`` if given."""
-        return pictures.plot_retention(self._controller, scope, stream, path)
-
-    # ---- key-value tables --------------------------------------------------------------------
-    def create_key_value_table(self, scope: str, kvt: str, config: KeyValueTableConfiguration) -> bool:
-        """Create key-value table ``kvt`` in ``scope`` (Pravega's ``KeyValueTableManager.
-        createKeyValueTable``); False if it exists.
-
-        Raises:
-            InvalidNameError / InvalidConfigError: bad name or configuration (nothing written).
-            ScopeNotFoundError: no such scope.
-        """
-        return key_value_table.create_key_value_table(self._store, scope, kvt, config)
-
-    def delete_key_value_table(self, scope: str, kvt: str) -> bool:
-        """Delete the KVT and its entries; False if it did not exist."""
-        return key_value_table.delete_key_value_table(self._store, scope, kvt)
-
-    def list_key_value_tables(self, scope: str) -> DataFrame:
-        """The scope's KVTs: ``scope, key_value_table, partition_count, primary_key_length,
-        secondary_key_length, creation_time``."""
-        return key_value_table.list_key_value_tables(self._store, scope)
-
-    def key_value_table(self, scope: str, kvt: str) -> KeyValueTable:
-        """A handle on KVT ``kvt`` of ``scope``.
-
-        Raises:
-            KeyValueTableNotFoundError: no such KVT.
-        """
-        return key_value_table.open_key_value_table(self._store, scope, kvt)
-
-    def validate_key_value_table(self, scope: str, kvt: str) -> StreamValidation:
-        """Check the KVT's invariants with Great Expectations (one live entry per key, versions
-        increasing per key in the log's order, every key in its hash partition, key lengths);
-        a result like ``validate_stream``'s."""
-        return validation.validate_key_value_table(self.key_value_table(scope, kvt))
-
-    # ---- large events ------------------------------------------------------------------------
-    def open_event(self, pointer, window_chunks: int | None = None) -> LargeEventReader:
-        """A readable binary file streaming one event (large or not) chunk by chunk.
-
-        Args:
-            pointer: an ``EventPointer``, its text form, or a ``read_events`` row (scope, stream,
-                segment_id, offset).
-            window_chunks: chunks fetched per Spark job (default: 32 MiB worth, 4 default
-                chunks). The Python process holds one window (as an Arrow table).
-
-        Example:
-            >>> row = manager.read_events("iot", "cams").select("scope", "stream", "segment_id", "offset").first()  # doctest: +SKIP
-            >>> with manager.open_event(row) as event:  # doctest: +SKIP
-            ...     shutil.copyfileobj(event, out_file)
-
-        Raises:
-            NoSuchEventError: no complete event starts there.
-            TruncatedDataError: the pointer is below the stream's head.
-        """
-        if isinstance(pointer, str):
-            pointer = EventPointer.from_text(pointer)
-        elif not isinstance(pointer, EventPointer):
-            pointer = EventPointer.from_row(pointer)
-        scope, stream = pointer.scope_and_stream
-        self._controller.settled(scope, stream)
-        return LargeEventReader(self._controller, pointer, window_chunks)
-
-    def transient_data(self, scope: str, stream: str) -> DataFrame:
-        """The large events being written (staged, not committed or aborted yet): one row per
-        transient id with its writer, routing key, chunks, bytes and first/last staging time."""
-        return large_events.transient_data(self._controller, scope, stream)
-
-    def clean_transient_data(self, scope: str | None = None, stream: str | None = None,
-                             now: datetime | None = None,
-                             idle_timeout: timedelta | None = None) -> dict[str, TransientCleanup]:
-        """Abort the large events nobody staged a chunk of for ``idle_timeout`` (default 10
-        minutes) and remove their staged data (what ``jobs/large_events.py`` runs). Safe against a
-        concurrent commit of the same event: it ends either committed or aborted.
-
-        Returns:
-            ``{"scope/stream": TransientCleanup}`` for the streams where something was removed.
-        """
-        if idle_timeout is not None and (not isinstance(idle_timeout, timedelta) or idle_timeout < timedelta(0)):
-            raise InvalidConfigError(f"idle_timeout must be a non-negative timedelta, got {idle_timeout!r}")
-        now = _as_utc(now) if now is not None else datetime.now(timezone.utc)
-        return large_events.clean_transient_data(self._controller, scope, stream, now,
-                                                 idle_timeout or large_events.DEFAULT_IDLE_TIMEOUT)
+    def segment_rates(self, scope: str, stream: str, now: datetime | None = None) -> DataFrame:
+        """Each segment's traffic rates as the auto-scaler sees them (``segment_id, r2, r5, r10,
+        r20``: Pravega's decaying rates over 2, 5, 10 and 20 minutes, in events/s, or KiB/s for a
+        data-rate policy) as of ``now``, from the events table's last 20 minutes of commits.
+        Segments without traffic then have no row."""
+        now = as_utc(now) if now is not None else datetime.now(timezone.utc)
+        return autoscale_service.segment_rates_df(self._controller, scope, stream, now)
 
     # ---- watermarks --------------------------------------------------------------------------
     def compute_watermarks(self, scope: str | None = None, stream: str | None = None,
@@ -652,7 +600,7 @@ class StreamManager:
         Returns:
             ``{"scope/stream": Watermark}`` for the streams where a watermark was emitted.
         """
-        now = _as_utc(now) if now is not None else datetime.now(timezone.utc)
+        now = as_utc(now) if now is not None else datetime.now(timezone.utc)
         return watermarks.compute_watermarks(self._controller, scope, stream, now)
 
     def watermarks(self, scope: str, stream: str) -> DataFrame:
@@ -671,18 +619,15 @@ class StreamManager:
         ``TimeWindow(lower_time_bound, upper_time_bound)``, None where unknown."""
         return watermarks.reader_time_window(self._controller, scope, stream, position)
 
+    # ==== Operator tools: validation, pictures, maintenance =======================================
     # ---- data quality ------------------------------------------------------------------------
     def validate_stream(self, scope: str, stream: str) -> StreamValidation:
         """Check the stream's stored invariants with Great Expectations suites.
 
         One suite per prepared table (segments, epochs, events, stream cuts), one expectation per
-        invariant (``pravega_spark.admin.validation.INVARIANTS``): every epoch covers ``[0, 1)``, ids
-        follow Pravega's encoding, sealed segments have covering successors, offsets are contiguous
-        and unique from the head with Pravega's framing, large events are complete, nothing lies
-        beyond a seal or below the head, staged data stays hidden, the head matches the truncation
-        record and is at or before the tail, subscriber cuts are valid and not behind the head, the
-        retention set increases and watermarks are monotone. A workflow a crashed process left
-        half-done is completed first, as the next operation on the stream would. Needs the
+        invariant (``admin.validation.INVARIANTS`` lists them: epochs, ids, successors, offsets
+        and framing, large events, seals, the head, staged data, subscribers, retention set,
+        watermarks). A workflow a crashed process left half-done is completed first. Needs the
         ``quality`` extra (great-expectations).
 
         Returns:
@@ -695,6 +640,20 @@ class StreamManager:
             (True, 1000)
         """
         return validation.validate_stream(self._controller, scope, stream)
+
+    # ---- pictures ----------------------------------------------------------------------------
+    def plot_epochs(self, scope: str, stream: str, path: str | None = None):
+        """A picture of the stream's key space over time: segments as boxes over their key
+        ranges from creation to seal (labelled with their names and sealed sizes), scales, and
+        the head and tail cuts. Returns a matplotlib ``Figure`` (shown inline by ``display``);
+        writes a PNG at ``path`` if given."""
+        return pictures.plot_epochs(self._controller, scope, stream, path)
+
+    def plot_retention(self, scope: str, stream: str, path: str | None = None):
+        """A picture of the stream's retention: the retention set's records over time, the
+        truncation point, the subscribers' cuts and the stream's size (bytes from its start).
+        Returns a matplotlib ``Figure``; writes a PNG at ``path`` if given."""
+        return pictures.plot_retention(self._controller, scope, stream, path)
 
     # ---- maintenance -------------------------------------------------------------------------
     def compact(self, scope: str, stream: str, segment_ids: Sequence[int] | None = None,
@@ -714,13 +673,7 @@ class StreamManager:
         Returns:
             A ``CompactionResult`` (its commit version, runs, files removed and added, bytes).
         """
-        self._controller.stream_record(scope, stream)
-        size = compaction.DEFAULT_TARGET_FILE_SIZE if target_file_size is None else target_file_size
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1024:
-            raise InvalidConfigError(f"target_file_size must be an int of at least 1024 bytes, got {size!r}")
-        result = compaction.compact(self.spark, self._store.events_path(scope, stream), segment_ids, size)
-        log.info("compact %s/%s: %r", scope, stream, result)
-        return result
+        return compaction.compact_stream(self._controller, scope, stream, segment_ids, target_file_size)
 
     def vacuum(self, scope: str | None = None, stream: str | None = None,
                retention: timedelta | None = None) -> list[str]:

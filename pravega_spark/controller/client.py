@@ -12,14 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ..errors import ScopeNotFoundError, SegmentNotFoundError
+from ..store.clock import as_utc
 from ..store.store import Store
+from ..stream import epochs as epoch_history
 from ..stream.cut_algorithms import size_between
 from ..stream.names import validate_scope_name, validate_stream_name
 from ..stream.record import StreamInfo, StreamRecord
-from ..stream.segments import SegmentRecord
+from ..stream.segments import SegmentRecord, predecessors, successors_with_predecessors
 from ..stream.stream_cut import StreamCut
 from ..stream.truncation import TruncationRecord
 from . import stream_cut_helper, stream_tasks
@@ -133,3 +136,47 @@ class Controller:
     def later_cut(self, scope: str, stream: str, cut: StreamCut, other: StreamCut) -> StreamCut:
         """``cut`` unless it is before ``other``."""
         return stream_cut_helper.later_cut(self.segment_records(scope, stream), cut, other)
+
+    # ---- segments and epochs (Pravega's ``getSegments``, ``getSuccessors``, ...) ----------------
+    def list_streams(self, scope: str, tag: str | None = None) -> DataFrame:
+        """The scope's streams (optionally only those with ``tag``)."""
+        validate_scope_name(scope)
+        if not self.store.scope_exists(scope):
+            raise ScopeNotFoundError(f"scope {scope} does not exist")
+        df = self.store.streams().where(F.col("scope") == scope)
+        if tag is not None:
+            df = df.where(F.array_contains("tags", tag))
+        return df.select("scope", "stream", "state", "tags", "current_epoch", "creation_time",
+                         "update_time", "configuration").orderBy("stream")
+
+    def segments(self, scope: str, stream: str, epoch: int | None = None) -> DataFrame:
+        """The stream's segments (every one it ever had, or the members of ``epoch``)."""
+        self.settled(scope, stream)
+        df = self.store.segments(scope, stream)
+        if epoch is not None:
+            df = df.transform(epoch_history.filter_epoch_members, epoch=int(epoch))
+        return df.orderBy("segment_id")
+
+    def epochs(self, scope: str, stream: str) -> DataFrame:
+        """One row per epoch: ``epoch, creation_time, segment_ids``."""
+        record = self.settled(scope, stream)
+        return self.store.segments(scope, stream).transform(epoch_history.explode_epochs, current_epoch=record.current_epoch)
+
+    def successors(self, scope: str, stream: str, segment_id: int) -> dict[int, list[int]]:
+        """Successors of a sealed segment, each with its predecessors (empty if open or unknown)."""
+        self.settled(scope, stream)
+        return successors_with_predecessors(self.store.segment_records(scope, stream), int(segment_id))
+
+    def predecessors(self, scope: str, stream: str, segment_id: int) -> list[int]:
+        """The segments sealed to create ``segment_id`` that overlap it."""
+        self.settled(scope, stream)
+        records = self.store.segment_records(scope, stream)
+        if not any(r.segment_id == segment_id for r in records):
+            raise SegmentNotFoundError(f"segment {segment_id} is not a segment of {scope}/{stream}")
+        return predecessors(records, int(segment_id))
+
+    def segments_at(self, scope: str, stream: str, time: datetime) -> DataFrame:
+        """The segments active at ``time`` (those of the epoch in force then)."""
+        self.settled(scope, stream)
+        epoch = epoch_history.epoch_at(self.store.segment_records(scope, stream), as_utc(time))
+        return self.segments(scope, stream, epoch)

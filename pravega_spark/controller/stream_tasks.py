@@ -28,7 +28,8 @@ from ..errors import (
     StreamSealedError,
     WorkflowPendingError,
 )
-from ..store.store import Store, utc_now
+from ..store.clock import utc_now
+from ..store.store import Store
 from ..stream.config import StreamConfiguration
 from ..stream.cut_algorithms import stream_cut_equal_or_after
 from ..stream.names import validate_scope_name, validate_stream_name

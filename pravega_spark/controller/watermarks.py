@@ -36,6 +36,7 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import DataFrame
 
 from ..errors import InvalidWriterMarkError, StreamNotFoundError
+from ..store.clock import as_utc
 from ..store.schema import CUT_ENTRIES, WATERMARKS_TABLE, WRITER_MARKS_TABLE
 from ..store.store import Store
 from ..stream.cut_algorithms import stream_cut_equal_or_after
@@ -235,7 +236,7 @@ def writer_key(writer_id: str) -> str:
 def _utc(ts: datetime) -> datetime:
     if not isinstance(ts, datetime):
         raise InvalidWriterMarkError(f"a time is a datetime, got {type(ts).__name__}")
-    return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
+    return as_utc(ts)
 
 
 def _mark_of(row) -> WriterMark:

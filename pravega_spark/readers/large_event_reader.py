@@ -167,6 +167,18 @@ class LargeEventReader(io.RawIOBase):
         self._iter: Iterator[bytes] | None = None
         self._current = memoryview(b"")
 
+    @classmethod
+    def open(cls, controller: Controller, pointer, window_chunks: int | None = None) -> LargeEventReader:
+        """``StreamManager.open_event``: ``pointer`` as an ``EventPointer``, its text, or a
+        ``read_events`` row; the stream's pending workflow is finished first."""
+        if isinstance(pointer, str):
+            pointer = EventPointer.from_text(pointer)
+        elif not isinstance(pointer, EventPointer):
+            pointer = EventPointer.from_row(pointer)
+        scope, stream = pointer.scope_and_stream
+        controller.settled(scope, stream)
+        return cls(controller, pointer, window_chunks)
+
     def __repr__(self) -> str:
         return f"LargeEventReader({self.pointer.as_text()}, {self.size} bytes, {len(self._chunks)} chunks)"
 

@@ -51,11 +51,9 @@ from ..errors import (
     StreamCutBehindError,
     TruncatedDataError,
 )
-from ..store import segment_ranges
-from ..store.events_log import emitted_adds, event_span
+from ..store import events_log, segment_ranges
 from ..store.schema import CHUNK_TYPES, RECORD_EVENT
 from ..store.store import stream_key
-from ..stream.cut_algorithms import covers
 from ..stream.record import StreamRecord
 from ..stream.segments import SegmentRecord, successors_with_predecessors
 from ..stream.stream_cut import StreamCut
@@ -258,35 +256,7 @@ def _chunks_from_files(first: dict) -> list[dict]:
     return chunks
 
 
-# ---- the gap check ------------------------------------------------------------------------------
-def skipped_events(changes: Sequence[tuple[int, list[dict], list[dict]]]) -> list[tuple[int, int, int, int]]:
-    """``(version, segment, base, end)`` of every data file that Delta's source skips
-    (``skipChangeCommits``) although it holds events no file removed in its commit held: the
-    events a query would never see.
-
-    The source skips every add of a commit that removes files with ``dataChange=true``, and each
-    add with ``dataChange=false``. Such an add is harmless when its offsets ``[base_offset,
-    end_offset)`` lie inside the ranges its commit removed from the same segment (compaction, a
-    truncation's straddling file rewritten, an ``OPTIMIZE``): the source delivered those rows from
-    the removed files. ``changes``: ``(version, adds, removes)`` as in the log (``_delta.file_changes``).
-    """
-    gaps = []
-    for version, adds, removes in changes:
-        removed: dict[int, list[tuple[int, int]]] = {}
-        for r in removes:
-            if (span := event_span(r)) is not None:
-                removed.setdefault(span[0], []).append(span[1:])
-        emitted = {id(a) for a in emitted_adds(adds, removes)}
-        for a in adds:
-            span = event_span(a)
-            if span is None or id(a) in emitted:
-                continue
-            segment, base, end = span
-            if not covers(removed.get(segment, []), base, end):
-                gaps.append((version, segment, base, end))
-    return gaps
-
-
+# ---- the gap check (``events_log.skipped_events``) -------------------------------------------
 def consumed_versions(start: DeltaOffset | None, end: DeltaOffset, first: int) -> tuple[int, int]:
     """The events-table versions whose log commits a micro-batch from ``start`` to ``end``
     consumed (``first``: where a query's log reading starts when it has no start offset yet)."""
@@ -490,7 +460,7 @@ class StreamListener(StreamingQueryListener):
             # the commits' adds and removes are not readable over Spark Connect: no gap check there
             # (only commits written outside pravega-spark can make gaps; see the README)
             return True
-        gaps = skipped_events(source.controller.store.backend.file_changes(source.path, lo, hi))
+        gaps = events_log.skipped_events(source.controller.store.backend.file_changes(source.path, lo, hi))
         source.checked[run] = hi
         if not gaps:
             return True

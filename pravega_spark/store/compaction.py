@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pyspark.sql import functions as F
 
 from .. import _delta
+from ..errors import InvalidConfigError
 from .schema import EVENTS_PARTITION, EVENTS_PARTITIONS
 
 log = logging.getLogger("pravega_spark")
@@ -95,6 +96,18 @@ def extent_of(add: _delta.FileEntry) -> FileExtent:
     """A data file's ``FileExtent``."""
     return FileExtent(add.path, add.int_partition(EVENTS_PARTITION), add.int_partition("base_offset"),
                       add.int_partition("end_offset"), add.size)
+
+
+def compact_stream(controller, scope: str, stream: str, segment_ids: Sequence[int] | None = None,
+                   target_file_size: int | None = None) -> CompactionResult:
+    """``StreamManager.compact``: the stream must exist; ``target_file_size`` is checked."""
+    controller.stream_record(scope, stream)
+    size = DEFAULT_TARGET_FILE_SIZE if target_file_size is None else target_file_size
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1024:
+        raise InvalidConfigError(f"target_file_size must be an int of at least 1024 bytes, got {size!r}")
+    result = compact(controller.spark, controller.store.events_path(scope, stream), segment_ids, size)
+    log.info("compact %s/%s: %r", scope, stream, result)
+    return result
 
 
 def compact(spark, events_path: str, segment_ids: Sequence[int] | None = None,

@@ -1,7 +1,7 @@
 """The store: where each table lives, and the reads and guarded commits on them.
 
-This is Pravega's controller metadata store plus segment store, as Delta tables (see
-docs/ARCHITECTURE.md for the fencing rules). Every method here is one Delta read or one Delta
+This is Pravega's controller metadata store, as Delta tables, over the segment store's events
+tables (``segment_store``; see docs/ARCHITECTURE.md for the fencing rules). Every method here is one Delta read or one Delta
 commit; workflows made of several commits live in ``StreamManager``.
 """
 
@@ -9,29 +9,25 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from .. import _delta
-from .._failpoints import failpoint
 from ..errors import ScopeNotFoundError
 from ..stream.record import ACTIVE, StreamRecord
 from ..stream.retention import RetentionRecord
 from ..stream.segments import SegmentRecord
 from ..stream.stream_cut import StreamCut
+from .clock import from_spark_time, utc_now
 from .schema import (
     AUTOSCALE_SCHEMA,
     AUTOSCALE_TABLE,
-    CHUNK_TYPES,
-    EVENTS_PARTITION,
     EVENTS_PARTITIONS,
     EVENTS_PROPERTIES,
     EVENTS_SCHEMA,
-    EVENTS_STATS_COLUMNS,
     EVENTS_TABLE,
     KVT_PREFIX,
     MEMBER_KEY,
@@ -40,9 +36,6 @@ from .schema import (
     READER_GROUP_MEMBERS_TABLE,
     READER_GROUPS_SCHEMA,
     READER_GROUPS_TABLE,
-    RECORD_EVENT,
-    RECORD_SEAL,
-    RECORD_TRUNCATE,
     RETENTION_SET_SCHEMA,
     RETENTION_SET_TABLE,
     SCOPE_DELETED,
@@ -65,19 +58,7 @@ from .schema import (
     WATERMARKS_TABLE,
     WRITER_MARKS_TABLE,
 )
-
-
-def utc_now() -> datetime:
-    """The store's clock (metadata times: epochs, state changes), the same as the data files'
-    (``_delta.clock``)."""
-    return datetime.fromtimestamp(_delta.clock(), timezone.utc)
-
-
-def from_spark_time(value: datetime | None) -> datetime | None:
-    """A timestamp collected from Spark (naive, in this process's local time) as aware UTC."""
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.astimezone(timezone.utc)
+from .segment_store import SegmentStore
 
 
 def _aware(value):
@@ -107,56 +88,16 @@ def member_key(scope: str, group: str, reader: str) -> str:
     return stream_key(scope, f"{group}/{reader}")
 
 
-# Seals compete with every appender of the stream: give them more attempts than a single append.
-SEAL_RETRY = _delta.RetryPolicy(attempts=80, max_backoff=2.0)
-
-
-@dataclass(frozen=True)
-class SegmentTail:
-    """A segment's length (its tail offset) and whether a seal record closes it."""
-
-    length: int
-    sealed: bool
-
-
-def segment_tail(summary: _delta.PartitionSummary) -> SegmentTail:
-    """A segment's tail from its files' summary: the largest ``end_offset``, and sealed if a seal
-    record (the only positive record type) is among its rows."""
-    return SegmentTail(summary.end, summary.high is not None and summary.high > RECORD_EVENT)
-
-
-def control_row(segment_id: int, offset: int, record_type: int, now: datetime) -> tuple:
-    """An events-table row (``EVENTS_SCHEMA`` order) of a control record at ``offset``: a file of
-    its own whose base and end are that offset."""
-    return (segment_id, offset, offset, 0, 0, record_type, None, None, None, now, None)
-
-
-def events_view(raw: DataFrame) -> DataFrame:
-    """The events table's rows with absolute offsets (``base_offset`` plus the relative ones):
-    ``EVENTS_VIEW_COLUMNS``. The same expression works in plain SQL::
-
-        SELECT segment_id, base_offset + rel_offset AS offset, event FROM delta.`.../events`
-        WHERE record_type = 0
-    """
-    return raw.selectExpr("segment_id", "base_offset + rel_offset AS offset",
-                          "base_offset + rel_next_offset AS next_offset", "record_type", "routing_key",
-                          "event", "writer_id", "write_time", "base_offset + rel_event_offset AS event_offset",
-                          "base_offset", "end_offset")
-
-
-class Store:
-    """Tables of one store root, read and committed through one SparkSession."""
+class Store(SegmentStore):
+    """Tables of one store root, read and committed through one SparkSession: the metadata store
+    (scopes, streams, key-value tables, reader groups, segments' records, marks, retention sets,
+    subscribers) over the segment store's events tables (``SegmentStore``)."""
 
     def __init__(self, spark: SparkSession, root: str) -> None:
-        self.spark = spark
-        self.root = root.rstrip("/")
-        self.backend = _delta.backend_for(spark)
+        super().__init__(spark, root)
         # metadata read from a table, keyed by what was read; valid while the table's (version,
         # id) is unchanged, which costs a look at its log rather than a Spark job to check
         self._cache: dict[tuple, tuple[tuple[int, str], object]] = {}
-        # (segment, offset) pairs known to be event boundaries, per events table id: a fact that
-        # never changes once true, so each is checked against the data once per process
-        self._boundaries: dict[str, set[tuple[int, int]]] = {}
         self._transient_tables: set[str] = set()
 
     def _cached(self, path: str, key: tuple, load):
@@ -187,14 +128,8 @@ class Store:
     def members_path(self) -> str:
         return f"{self.root}/{SYSTEM_DIR}/{READER_GROUP_MEMBERS_TABLE}"
 
-    def stream_dir(self, scope: str, stream: str) -> str:
-        return f"{self.root}/{scope}/{stream}"
-
     def segments_path(self, scope: str, stream: str) -> str:
         return f"{self.stream_dir(scope, stream)}/{SEGMENTS_TABLE}"
-
-    def events_path(self, scope: str, stream: str) -> str:
-        return f"{self.stream_dir(scope, stream)}/{EVENTS_TABLE}"
 
     def retention_set_path(self, scope: str, stream: str) -> str:
         return f"{self.stream_dir(scope, stream)}/{RETENTION_SET_TABLE}"
@@ -514,131 +449,6 @@ class Store:
             _delta.replace(txn, files, [merged[sid] for sid in sorted(merged)], SEGMENTS_SCHEMA)
 
         _delta.retrying(attempt, f"update segments of {scope}/{stream}")
-
-    # ---- events ------------------------------------------------------------------------------
-    def events(self, scope: str, stream: str, version: int | None = None) -> DataFrame:
-        """The events table (at ``version``) with absolute offsets: ``EVENTS_VIEW_COLUMNS``."""
-        return events_view(self.backend.read(self.events_path(scope, stream), version))
-
-    def events_version(self, scope: str, stream: str) -> int:
-        return self.backend.version(self.events_path(scope, stream))
-
-    def empty_events_commit(self, scope: str, stream: str) -> int:
-        """Commit nothing to the events table (a version no reader or writer sees a change in);
-        returns its version: a start position that exists for Delta's streaming source."""
-        return self.backend.transaction(self.events_path(scope, stream)).commit(None)
-
-    def known_boundaries(self, scope: str, stream: str) -> set[tuple[int, int]]:
-        """The (mutable) set of positions of this stream's events table known to be boundaries."""
-        table_id = self.backend.latest(self.events_path(scope, stream))[1]
-        return self._boundaries.setdefault(table_id, set())
-
-    def segment_summary(self, scope: str, stream: str, segment_ids: Iterable[int],
-                        version: int | None = None) -> dict[int, _delta.PartitionSummary]:
-        """Per segment with files: its largest ``end_offset`` and its rows' ``record_type`` range,
-        at the events table's latest version (or ``version``), from the log: the checksum file's
-        file list (no Spark job), else one query over the snapshot's file list. Known per
-        version: asking again before the table changes costs a look at its log."""
-        ids = sorted({int(s) for s in segment_ids})
-        return self.backend.summarize(self.events_path(scope, stream), EVENTS_PARTITION, ids, "end_offset",
-                                      "record_type", version)
-
-    def segment_tails(self, scope: str, stream: str, segment_ids: Iterable[int],
-                      version: int | None = None) -> dict[int, SegmentTail]:
-        """Length of each segment (0 if empty) and whether it is sealed, at the events table's
-        latest version (or ``version``): ``segment_summary``."""
-        ids = sorted(set(segment_ids))
-        summary = self.segment_summary(scope, stream, ids, version) if ids else {}
-        return {sid: segment_tail(summary[sid]) if sid in summary else SegmentTail(0, False) for sid in ids}
-
-    def may_hold_chunks(self, scope: str, stream: str, segment_ids: Iterable[int], version: int | None = None) -> bool:
-        """Whether the segments may hold large-event chunk rows at the events table's latest
-        version (or ``version``): False only if none of these segments' files has a
-        ``record_type`` as low as a chunk's, by their statistics (``segment_summary``)."""
-        ids = sorted(set(segment_ids))
-        if not ids:
-            return False
-        summary = self.segment_summary(scope, stream, ids, version)
-        return any(m.low is None or m.low <= max(CHUNK_TYPES) for m in summary.values())
-
-    def segment_tails_in(self, txn: _delta.TableTransaction, scope: str, stream: str,
-                         segment_ids: Sequence[int]) -> dict[int, SegmentTail]:
-        """Like ``segment_tails``, as of ``txn``'s snapshot of the events table, from file
-        statistics (the data is aggregated only if a file has none)."""
-        summary = txn.summarize(EVENTS_PARTITION, list(segment_ids), "end_offset", "record_type")
-        return {sid: segment_tail(summary[sid]) if sid in summary else SegmentTail(0, False) for sid in segment_ids}
-
-    def seal_segments(self, scope: str, stream: str, segment_ids: Sequence[int]) -> dict[int, int]:
-        """Close each segment with a seal record at its length (idempotent); returns sealed sizes.
-
-        The seal commit is fenced like an append: it fails if an append lands in one of the
-        segments meanwhile, so an append and a seal never both succeed for the same bytes.
-        """
-        path = self.events_path(scope, stream)
-        ids = sorted({int(s) for s in segment_ids})
-
-        def attempt() -> dict[int, int]:
-            txn = self.backend.transaction(path)
-            txn.fence_partitions(EVENTS_PARTITION, ids)
-            tails = self.segment_tails_in(txn, scope, stream, ids)
-            todo = {sid: t.length for sid, t in tails.items() if not t.sealed}
-            if todo:
-                now = utc_now()
-                markers = [control_row(sid, size, RECORD_SEAL, now) for sid, size in todo.items()]
-                failpoint("seal:before_commit")
-                txn.commit(txn.write_rows(markers, EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS),
-                           EVENTS_PARTITIONS)
-            return {sid: t.length for sid, t in tails.items()}
-
-        return _delta.retrying(attempt, f"seal segments {ids} of {scope}/{stream}", SEAL_RETRY)
-
-    # ---- truncation --------------------------------------------------------------------------
-    def mark_truncation_starts(self, scope: str, stream: str, starts: Mapping[int, int]) -> int:
-        """Make sure each segment of ``starts`` has a TRUNCATE record at its new start offset.
-
-        The record keeps the segment's length known once every event below the offset is deleted
-        (a cut may sit at an open segment's tail). It claims no new bytes (the offset is at or
-        below the tail), so it is a plain append; an append racing with it retries on its fence.
-        Returns the number of records added (0 when a previous attempt already added them).
-        """
-        if not starts:
-            return 0
-        txn = self.backend.transaction(self.events_path(scope, stream))
-        files = txn.all_files()
-        if files is not None:  # a marker is always a file of its own: its statistics say so
-            present = set()
-            for f in files:
-                low, high = f.min_values, f.max_values
-                if low.get("record_type") == high.get("record_type") == RECORD_TRUNCATE:
-                    present.add((f.int_partition(EVENTS_PARTITION), f.int_partition("base_offset") + low.get("rel_offset")))
-        else:
-            present = {(r[0], r[1]) for r in self.events(scope, stream, txn.read_version)
-                       .where(F.col("segment_id").isin(list(starts)) & (F.col("record_type") == RECORD_TRUNCATE))
-                       .select("segment_id", "offset").collect()}
-        now = utc_now()
-        rows = [control_row(sid, off, RECORD_TRUNCATE, now)
-                for sid, off in sorted(starts.items()) if (sid, off) not in present]
-        if rows:  # a blind append: it claims no bytes, so it needs no fence
-            txn.commit(txn.write_rows(rows, EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS),
-                       EVENTS_PARTITIONS)
-        return len(rows)
-
-    def delete_segments(self, scope: str, stream: str, segment_ids: Sequence[int]) -> _delta.CommitMetrics:
-        """Delete whole segments: one DELETE commit that removes their files and rewrites none."""
-        if not segment_ids:
-            return _delta.CommitMetrics(None, {})
-        path, below = self.events_path(scope, stream), {int(s): None for s in segment_ids}
-        return _delta.retrying(lambda: self.backend.truncate(path, EVENTS_PARTITION, below),
-                               f"delete segments of {scope}/{stream}")
-
-    def delete_below(self, scope: str, stream: str, starts: Mapping[int, int]) -> _delta.CommitMetrics:
-        """Delete the records below each segment's new start offset (files holding only such
-        records are removed, files straddling the offset are rewritten without them)."""
-        if not starts:
-            return _delta.CommitMetrics(None, {})
-        path, below = self.events_path(scope, stream), {int(s): int(o) for s, o in starts.items()}
-        return _delta.retrying(lambda: self.backend.truncate(path, EVENTS_PARTITION, below),
-                               f"truncate segments of {scope}/{stream}")
 
     # ---- tables created on first write -------------------------------------------------------
     def _table(self, path: str, schema: StructType, partition_by: tuple[str, ...] = ()) -> str:

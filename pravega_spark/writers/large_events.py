@@ -49,6 +49,7 @@ from ..errors import (
     InvalidConfigError,
     LargeEventFailedError,
 )
+from ..store.clock import as_utc, utc_now
 from ..store.schema import (
     EVENTS_PARTITION,
     EVENTS_PARTITIONS,
@@ -436,10 +437,14 @@ def clean_transient(controller: Controller, scope: str, stream: str, now: dateti
     return TransientCleanup(aborted, tuple(idle), files, size, dict(idle))
 
 
-def clean_transient_data(controller: Controller, scope: str | None, stream: str | None, now: datetime,
-                         idle_timeout: timedelta) -> dict[str, TransientCleanup]:
+def clean_transient_data(controller: Controller, scope: str | None, stream: str | None, now: datetime | None,
+                         idle_timeout: timedelta | None) -> dict[str, TransientCleanup]:
     """``StreamManager.clean_transient_data``: ``clean_transient`` on every stream (all, a
     scope's, or one); only the streams where something was removed are in the result."""
+    if idle_timeout is not None and (not isinstance(idle_timeout, timedelta) or idle_timeout < timedelta(0)):
+        raise InvalidConfigError(f"idle_timeout must be a non-negative timedelta, got {idle_timeout!r}")
+    now = as_utc(now) if now is not None else utc_now()
+    idle_timeout = DEFAULT_IDLE_TIMEOUT if idle_timeout is None else idle_timeout
     out = {}
     for s, t in controller.stream_names(scope, stream):
         done = clean_transient(controller, s, t, now, idle_timeout)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from enum import Enum
@@ -55,6 +54,7 @@ from ..errors import (
     TxnFailedError,
     TxnNotFoundError,
 )
+from ..store.clock import from_ms, now_ms, to_ms
 from ..store.schema import (
     EVENTS_PARTITION,
     EVENTS_PARTITIONS,
@@ -101,19 +101,9 @@ class TxnStatus(str, Enum):
 
 
 # ---- pure helpers: ids, leases, state encoding -------------------------------------------------
-def _ms(ts: datetime) -> int:
-    if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=timezone.utc)
-    return int(ts.timestamp() * 1000)
-
-
 def epoch_ms(now: datetime | None = None) -> int:
-    """``now`` (default: the wall clock) in ms since the epoch: the unit of transaction times."""
-    return _ms(now) if now is not None else int(time.time() * 1000)
-
-
-def _from_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    """``now`` (default: the store's clock) in ms since the epoch: the unit of transaction times."""
+    return to_ms(now) if now is not None else now_ms()
 
 
 def check_lease(lease: timedelta) -> int:
@@ -133,8 +123,8 @@ def ping_expiry(now_ms: int, lease_ms: int, max_execution_expiry_ms_: int) -> in
     """
     expiry = now_ms + lease_ms
     if expiry > max_execution_expiry_ms_:
-        raise PingFailedError(f"a lease until {_from_ms(expiry).isoformat()} passes the transaction's max "
-                              f"execution time {_from_ms(max_execution_expiry_ms_).isoformat()}")
+        raise PingFailedError(f"a lease until {from_ms(expiry).isoformat()} passes the transaction's max "
+                              f"execution time {from_ms(max_execution_expiry_ms_).isoformat()}")
     return expiry
 
 
@@ -222,7 +212,7 @@ class Transaction:
     @property
     def max_execution_expiry(self) -> datetime:
         """When the transaction can no longer be pinged (fixed at ``begin_txn``)."""
-        return _from_ms(max_execution_expiry_ms(self._id))
+        return from_ms(max_execution_expiry_ms(self._id))
 
     # ---- writes ------------------------------------------------------------------------------
     def write_event(self, event: bytes | bytearray | str, routing_key: str | None = None) -> int:
@@ -561,10 +551,10 @@ def transaction_states(txn: _delta.TableTransaction, now_ms: int) -> list[dict]:
         out.append({
             "txn_id": str(txn_id),
             "status": status.value,
-            "lease_expiry": _from_ms(ms) if stored_open else None,
-            "decision_time": None if stored_open else _from_ms(ms),
-            "max_execution_expiry": _from_ms(max_execution_expiry_ms(txn_id)),
-            "last_updated": _from_ms(updated) if updated is not None else None,
+            "lease_expiry": from_ms(ms) if stored_open else None,
+            "decision_time": None if stored_open else from_ms(ms),
+            "max_execution_expiry": from_ms(max_execution_expiry_ms(txn_id)),
+            "last_updated": from_ms(updated) if updated is not None else None,
             "timed_out": stored_open and status is TxnStatus.ABORTED,
         })
     return out

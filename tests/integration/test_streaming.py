@@ -15,6 +15,7 @@ import pytest
 
 import pravega_spark as ps
 from pravega_spark.readers import streaming
+from pravega_spark.store import events_log
 from tests.conftest import eventually
 from tests.processes import spawn
 
@@ -319,11 +320,11 @@ def test_skipped_events_finds_new_events_only_in_commits_the_source_skips():
     compacted = (2, [_file(0, 0, 100, False)], [_file(0, 0, 60, False), _file(0, 60, 100, False)])
     straddle = (3, [_file(0, 60, 100)], [_file(0, 60, 100), _file(0, 0, 60)])  # truncation at 80
     staged = (4, [_file(-7, 0, 10)], [_file(-7, 0, 10)])  # a transaction's manifest rows
-    assert streaming.skipped_events([appended, compacted, straddle, staged]) == []
+    assert events_log.skipped_events([appended, compacted, straddle, staged]) == []
     rewritten_and_new = (5, [_file(0, 100, 150), _file(0, 150, 160)], [_file(0, 100, 150)])
     beyond = (6, [_file(1, 0, 80, False)], [_file(1, 0, 50, False)])  # compaction claiming more
     other_segment = (7, [_file(2, 0, 10)], [_file(1, 0, 50)])
-    assert streaming.skipped_events([rewritten_and_new, beyond, other_segment]) == [
+    assert events_log.skipped_events([rewritten_and_new, beyond, other_segment]) == [
         (5, 0, 150, 160), (6, 1, 0, 80), (7, 2, 0, 10)]
     offset = streaming.DeltaOffset
     assert streaming.consumed_versions(None, offset(9, -1, True), 5) == (1, 0)  # inside the snapshot

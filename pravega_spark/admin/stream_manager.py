@@ -27,7 +27,7 @@ from ..readers.large_event_reader import LargeEventReader
 from ..readers.reader_group import ReaderGroup, open_reader_group
 from ..readers.reader_group_config import ReaderGroupConfig
 from ..readers.streaming import StreamProgress
-from ..services import autoscale_rules, autoscale_service, retention_service
+from ..services import autoscale_rules, autoscale_service, retention_service, transaction_timeouts
 from ..services.autoscale_service import AutoscaleOutcome
 from ..services.retention_service import RetentionOutcome
 from ..store import compaction
@@ -378,7 +378,7 @@ class StreamManager:
         Returns:
             ``{"scope/stream": [aborted txn ids]}`` for the streams where something was aborted.
         """
-        return transactions.abort_timed_out_transactions(self._controller, None if now is None else as_utc(now),
+        return transaction_timeouts.abort_timed_out_transactions(self._controller, None if now is None else as_utc(now),
                                                          scope, stream)
 
     # ---- reading -----------------------------------------------------------------------------

@@ -11,23 +11,41 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pyspark.sql import DataFrame
 
+from ..controller.client import Controller
 from ..errors import (
     ReaderNotInReaderGroupError,
 )
 from ..store import segment_ranges
-from ..store.clock import duration_ms
-from ..store.store import utc_now
+from ..store.clock import duration_ms, utc_now
+from ..store.store import Store
 from ..stream.segments import predecessors, successors_with_predecessors
 from ..stream.stream_cut import StreamCut
 from .large_event_reader import assemble_large_events
+from .reader_group_config import ReaderGroupConfig
 from .reader_group_state import ReaderGroupState, SegmentRef
 
-if TYPE_CHECKING:
-    from .reader_group import ReaderGroup
+
+class ReaderGroupPort(Protocol):
+    """What a reader uses of its group (``reader_group.ReaderGroup`` implements it): the group's
+    names, configuration, clock, shared state and its transitions, and the store it reads."""
+
+    scope: str
+    name: str
+    config: ReaderGroupConfig
+    scoped_name: str
+    controller: Controller
+    store: Store
+
+    def now(self) -> int: ...
+    def state(self) -> ReaderGroupState: ...
+    def update_state(self, transition, what: str) -> ReaderGroupState: ...
+    def take_offline(self, joins: Mapping[str, str], positions: Mapping | None, fence: bool, what: str) -> list[str]: ...
+    def take_silent_offline(self, at: int, silence_ms: int, exclude: str | None = None) -> list[str]: ...
+    def empty_events(self) -> DataFrame: ...
 
 log = logging.getLogger("pravega_spark")
 
@@ -97,7 +115,7 @@ class EventStreamReader:
     row, every ``position_refresh_interval``) to record its processed positions and liveness.
     """
 
-    def __init__(self, group: ReaderGroup, reader_id: str, incarnation: str, now: int) -> None:
+    def __init__(self, group: ReaderGroupPort, reader_id: str, incarnation: str, now: int) -> None:
         self._group = group
         self.reader_id = reader_id
         self._incarnation = incarnation
@@ -127,15 +145,15 @@ class EventStreamReader:
         """
         group = self._group
         config = group.config
-        now = group._clock()
-        stored = group._state()
-        self._sync(stored)
+        now = group.now()
+        stored = group.state()
+        self.sync(stored)
         processed = dict(self._positions)  # the caller has processed every batch returned so far
         refresh_due = now - self._persisted >= duration_ms(config.position_refresh_interval)
         if refresh_due and config.reader_silence_limit is not None:
-            if group._offline_silent(now, duration_ms(config.reader_silence_limit), exclude=self.reader_id):
-                stored = group._state()
-                self._sync(stored)
+            if group.take_silent_offline(now, duration_ms(config.reader_silence_limit), exclude=self.reader_id):
+                stored = group.state()
+                self.sync(stored)
         survey = self._survey(stored, processed)
         interval = None if config.automatic_checkpoint_interval is None else duration_ms(config.automatic_checkpoint_interval)
         plan: dict = {}
@@ -161,7 +179,7 @@ class EventStreamReader:
             return state.acquire(me)[0] if now >= self._acquire_after else state
 
         if owner_change(stored, transition(stored)):
-            state = group._update(transition, f"read_next of {self.reader_id}")
+            state = group.update_state(transition, f"read_next of {self.reader_id}")
             self._persisted = now
             if plan.get("released"):  # Pravega's acquire timer: the segment is for the others now
                 self._acquire_after = now + duration_ms(config.position_refresh_interval)
@@ -169,7 +187,7 @@ class EventStreamReader:
             state = stored
             if refresh_due:
                 self._refresh(processed, now)
-        self._sync(state)
+        self.sync(state)
         single = len(self._streams) == 1
         if "checkpoint" in plan:
             log.info("%r: checkpoint %s", self, plan["checkpoint"])
@@ -188,7 +206,7 @@ class EventStreamReader:
     def position(self) -> Position:
         """This reader's segments and offsets: after the latest batch it returned."""
         try:
-            self._sync(self._group._state())
+            self.sync(self._group.state())
         except ReaderNotInReaderGroupError:
             pass  # offline: where it stopped
         return positions_of(self._positions, len(self._streams) == 1)
@@ -196,10 +214,10 @@ class EventStreamReader:
     def close(self) -> None:
         """Go offline at the current position (Pravega's ``close``): the caller has processed
         every batch returned."""
-        state = self._group._state()
+        state = self._group.state()
         if self.reader_id in state.assigned and state.incarnations.get(self.reader_id, "") == self._incarnation:
-            self._sync(state)
-            self._group._offline({self.reader_id: self._incarnation}, {self.reader_id: dict(self._positions)},
+            self.sync(state)
+            self._group.take_offline({self.reader_id: self._incarnation}, {self.reader_id: dict(self._positions)},
                                  fence=False, what=f"reader {self.reader_id} closed")
 
     # ---- internals ---------------------------------------------------------------------------
@@ -208,7 +226,7 @@ class EventStreamReader:
             raise ReaderNotInReaderGroupError(f"{self!r} is offline (closed, or taken offline): create a reader "
                                               "to join again")
 
-    def _sync(self, state: ReaderGroupState) -> None:
+    def sync(self, state: ReaderGroupState) -> None:
         """Make the live positions follow the group's ownership: segments acquired start at
         their recorded offsets (owner token: the state's revision), released or completed ones go."""
         self._check_online(state)
@@ -230,7 +248,7 @@ class EventStreamReader:
                     "incarnation": self._incarnation, "positions": offsets_json(processed),
                     "last_seen": now, "update_time": utc_now()}
 
-        group._store.update_member(group.scope, group.name, self.reader_id, change,
+        group.store.update_member(group.scope, group.name, self.reader_id, change,
                                    f"refresh of {self.reader_id} in {group.scoped_name}")
         self._persisted = now
         log.debug("%r refreshed its positions %s", self, processed)
@@ -239,7 +257,7 @@ class EventStreamReader:
         """Each owned stream's events version and segment tails, and the owned segments this
         reader has finished (read to their sealed end or end offset, or truncated away) with
         their successors: what this call completes."""
-        store, controller = self._group._store, self._group._controller
+        store, controller = self._group.store, self._group.controller
         survey = Survey()
         for stream in sorted({ref.stream for ref in processed}):
             scope, name = stream.split("/")
@@ -283,7 +301,7 @@ class EventStreamReader:
         """The ranges this batch reads: each owned segment from its live position up to its
         tail or end offset, at the surveyed events versions (a segment acquired by this call is
         read at its stream's surveyed version, or the latest)."""
-        store = self._group._store
+        store = self._group.store
         owned = {ref: off for ref, off in self._positions.items() if ref not in survey.truncated}
         versions = dict(survey.versions)
         missing = [ref for ref in owned if ref not in survey.tails]
@@ -305,9 +323,9 @@ class EventStreamReader:
     def _events(self, ranges: Mapping, versions: Mapping[str, int]) -> DataFrame:
         if not ranges:
             if self._empty is None:
-                self._empty = self._group._empty_events()
+                self._empty = self._group.empty_events()
             return self._empty
-        store = self._group._store
+        store = self._group.store
         parts = []
         for stream in sorted(versions):
             scope, name = stream.split("/")

@@ -106,6 +106,19 @@ class ReaderGroup:
     def __repr__(self) -> str:
         return f"ReaderGroup({self.scope}/{self.name}, generation={self.generation}, streams={self.config.scoped_streams})"
 
+    # ---- the readers' port (Pravega's ``ReaderGroupStateManager``): what a reader may use -------
+    @property
+    def controller(self) -> Controller:
+        return self._controller
+
+    @property
+    def store(self):
+        return self._store
+
+    def now(self) -> int:
+        """The group's clock, in ms (``store.clock.now_ms`` unless a test set another)."""
+        return self._clock()
+
     @property
     def scoped_name(self) -> str:
         return f"{self.scope}/{self.name}"
@@ -143,10 +156,10 @@ class ReaderGroup:
                     state = state.acquire(r)[0]
             return state
 
-        state = self._update(transition, f"add readers {ids}")
+        state = self.update_state(transition, f"add readers {ids}")
         readers = [EventStreamReader(self, r, incarnations[r], now) for r in ids]
         for joined in readers:
-            joined._sync(state)
+            joined.sync(state)
         log.info("%r: readers %s joined", self, ids)
         return readers
 
@@ -155,19 +168,19 @@ class ReaderGroup:
         segments, the group still lists it online: the remover died or is between its two
         commits) completes that take-over first, at the sink's offsets, so the README's "join
         again" is always safe. An id online and not fenced stays online (``add_reader`` refuses)."""
-        state = self._state()
+        state = self.state()
         online = {r: state.incarnations.get(r, "") for r in reader_ids if r in state.assigned}
         if not online or state.sink is None:
             return
         sink = self._sink_at(state.sink)
         fenced = {r: inc for r, inc in online.items() if sink.taken_over(r, inc)}
-        if fenced and self._offline(fenced, None, fence=True, what=f"take-over of {sorted(fenced)} completed on rejoin"):
+        if fenced and self.take_offline(fenced, None, fence=True, what=f"take-over of {sorted(fenced)} completed on rejoin"):
             log.warning("%r: readers %s rejoined during their take-over: completed it at the sink's offsets",
                         self, sorted(fenced))
 
     def online_readers(self) -> list[str]:
         """The ids of the readers online in the group."""
-        return self._state().online_readers
+        return self.state().online_readers
 
     def reader_offline(self, reader_id: str, last_position: Position | None = None) -> None:
         """Take a reader offline (Pravega's ``readerOffline``): its segments go back to
@@ -177,9 +190,9 @@ class ReaderGroup:
         after the refresh are read again: at-least-once). With a sink, the reader's segments are
         fenced there first: if it is still running, it can no longer write them."""
         refs = _refs(last_position, self.config.scoped_streams)
-        state = self._state()
+        state = self.state()
         if reader_id in state.assigned:
-            self._offline({reader_id: state.incarnations.get(reader_id, "")},
+            self.take_offline({reader_id: state.incarnations.get(reader_id, "")},
                           None if refs is None else {reader_id: refs}, fence=True, what=f"reader {reader_id} offline")
         log.info("%r: reader %s offline at %s", self, reader_id, "its recorded offsets" if refs is None else refs)
 
@@ -202,15 +215,15 @@ class ReaderGroup:
             raise InvalidConfigError(f"silence must be a timedelta of at least {2 * refresh} (a reader's "
                                      f"positions are refreshed every {refresh} at most), got {silence!r}")
         at = self._clock() if now is None else int(now.timestamp() * 1000)
-        return self._offline_silent(at, duration_ms(silence))
+        return self.take_silent_offline(at, duration_ms(silence))
 
-    def _offline_silent(self, at: int, silence_ms: int, exclude: str | None = None) -> list[str]:
-        state = self._state()
+    def take_silent_offline(self, at: int, silence_ms: int, exclude: str | None = None) -> list[str]:
+        state = self.state()
         refreshed = {r: last for r, (_, last) in self._members(state).items()}
         silent = {r: state.incarnations.get(r, "") for r in state.silent_readers(at, silence_ms, refreshed) if r != exclude}
         if not silent:
             return []
-        gone = self._offline(silent, None, fence=True, what=f"offline silent readers {sorted(silent)}")
+        gone = self.take_offline(silent, None, fence=True, what=f"offline silent readers {sorted(silent)}")
         if gone:
             log.warning("%r: readers %s silent for %.0f s or more: taken offline at their recorded offsets",
                         self, gone, silence_ms / 1000)
@@ -226,7 +239,7 @@ class ReaderGroup:
                 out[reader_id] = (positions, int(row["last_seen"]))
         return out
 
-    def _offline(self, joins: Mapping[str, str], positions: Mapping[str, Mapping[SegmentRef, int]] | None,
+    def take_offline(self, joins: Mapping[str, str], positions: Mapping[str, Mapping[SegmentRef, int]] | None,
                  fence: bool, what: str) -> list[str]:
         """Take the ``joins`` (reader id -> incarnation) offline in one commit of the group's
         state: their segments go back at ``positions`` (per reader), else at the later of their
@@ -238,7 +251,7 @@ class ReaderGroup:
             return [r for r, inc in joins.items() if r in state.assigned and state.incarnations.get(r, "") == inc]
 
         while True:
-            state = self._state()
+            state = self.state()
             online = current(state)
             if not online:
                 return []
@@ -269,7 +282,7 @@ class ReaderGroup:
                 return latest
 
             try:
-                self._update(transition, f"{what}")
+                self.update_state(transition, f"{what}")
                 return list(taken)
             except _OwnershipMoved:
                 continue  # a reader acquired or gave up segments meanwhile: fence and read again
@@ -291,16 +304,16 @@ class ReaderGroup:
         qualified = _delta.backend_for(self._store.spark).qualify(path)
         sink = self._sink_at(qualified)
         sink.create(schema if schema is not None else self.batch_schema())
-        if self._state().sink != qualified:
-            self._update(lambda state: replace(state, sink=qualified), f"sink {qualified}")
+        if self.state().sink != qualified:
+            self.update_state(lambda state: replace(state, sink=qualified), f"sink {qualified}")
         return sink
 
     def batch_schema(self) -> StructType:
         """The schema of what ``ReaderGroupSink.write(batch)`` writes: a batch's events and its
         ``revision``."""
-        return self._empty_events().withColumn("revision", F.lit(0)).schema
+        return self.empty_events().withColumn("revision", F.lit(0)).schema
 
-    def _empty_events(self) -> DataFrame:
+    def empty_events(self) -> DataFrame:
         """An empty batch's events (the schema of every batch of this group)."""
         scope, name = self.config.scoped_streams[0].split("/")
         events = self._store.events(scope, name, None).transform(segment_ranges.filter_segment_ranges, ranges=[])
@@ -319,16 +332,16 @@ class ReaderGroup:
             MaxNumberOfCheckpointsExceededError: ``max_outstanding_checkpoints`` are pending.
         """
         limit = self.config.max_outstanding_checkpoints
-        self._update(lambda state: state.initiate_checkpoint(name, limit, self._clock()), f"checkpoint {name}")
+        self.update_state(lambda state: state.initiate_checkpoint(name, limit, self._clock()), f"checkpoint {name}")
 
     def get_checkpoint(self, name: str) -> dict[str, StreamCut] | None:
         """The stream cuts of checkpoint ``name`` once every online reader reached it, else None."""
-        done = self._state().completed_checkpoint(name)
+        done = self.state().completed_checkpoint(name)
         return None if done is None else self._cuts(done.positions)
 
     def latest_checkpoint(self) -> tuple[str, dict[str, StreamCut]] | None:
         """The newest completed checkpoint: its name and stream cuts (None if none is kept)."""
-        done = [c for c in self._state().checkpoints if c.complete]
+        done = [c for c in self.state().checkpoints if c.complete]
         return (done[-1].name, self._cuts(done[-1].positions)) if done else None
 
     def get_stream_cuts(self) -> dict[str, StreamCut]:
@@ -336,7 +349,7 @@ class ReaderGroup:
         offsets. Readers record their positions when they commit and at least every
         ``position_refresh_interval`` while reading, so between checkpoints the cut may lag the
         readers by up to that interval (Pravega's lag until the next checkpoint)."""
-        state = self._state()
+        state = self.state()
         positions = state.stream_positions()
         for member_positions, _ in self._members(state).values():
             positions.update({ref: max(off, positions[ref]) for ref, off in member_positions.items() if ref in positions})
@@ -356,7 +369,7 @@ class ReaderGroup:
         """Each segment the group reads: ``reader`` (``unassigned`` if no reader holds it),
         ``stream``, ``segment`` (its short name), ``position`` and ``unread`` bytes (to its
         sealed size, or to the stream's tail)."""
-        state = self._state()
+        state = self.state()
         members = self._members(state)
         ends: dict[str, dict[int, int]] = {}
         for stream in self.config.scoped_streams:
@@ -466,10 +479,10 @@ class ReaderGroup:
             raise ReaderGroupNotFoundError(f"reader group {self.scoped_name} does not exist")
         return row
 
-    def _state(self) -> ReaderGroupState:
+    def state(self) -> ReaderGroupState:
         return ReaderGroupState.from_json(self._row()["state"])
 
-    def _update(self, transition, what: str) -> ReaderGroupState:
+    def update_state(self, transition, what: str) -> ReaderGroupState:
         """Apply ``transition(state) -> state`` in one commit (retried on a concurrent change); a
         transition that changes nothing commits nothing."""
         out: list[ReaderGroupState] = []

@@ -78,7 +78,7 @@ MIN_CHUNK_SIZE = 1024
 DEFAULT_IDLE_TIMEOUT = timedelta(minutes=10)
 
 LARGE_APP_PREFIX = "pravega-large/"
-_COMMITTED, _ABORTED = 1, 2
+STATE_COMMITTED, STATE_ABORTED = 1, 2
 
 
 # ---- pure: framing of chunk rows, assembly -------------------------------------------------------
@@ -241,8 +241,8 @@ class LargeEventWriter(io.RawIOBase):
         self._buffer = bytearray()
         if self._staged:
             decided = decide(self._controller, self._appender.scope, self._appender.stream,
-                             [self.transient_id], _ABORTED)
-            if decided.get(self.transient_id) == _COMMITTED:
+                             [self.transient_id], STATE_ABORTED)
+            if decided.get(self.transient_id) == STATE_COMMITTED:
                 super().close()
                 raise LargeEventFailedError(f"{self!r} was committed; it cannot be aborted")
             self._remove_staged(delete_data=True)
@@ -299,10 +299,10 @@ class LargeEventWriter(io.RawIOBase):
         w = self._appender
         txn = w.transaction()
         decision = txn.app_version(self._app)
-        if decision == _ABORTED:
+        if decision == STATE_ABORTED:
             raise LargeEventFailedError(f"{self!r} was aborted (idle for longer than the clean-up's "
                                         "timeout); it cannot be committed")
-        if decision == _COMMITTED:  # an earlier attempt landed but did not learn it
+        if decision == STATE_COMMITTED:  # an earlier attempt landed but did not learn it
             return WriteResult(1, HEADER_SIZE + self._size, None, self._controller.tail_stream_cut(w.scope, w.stream))
         segments, tails = w.open_segments_settling(txn)  # finishes a pending scale, or raises sealed
         target = _segment_for(segments, self.key_position).segment_id
@@ -322,7 +322,7 @@ class LargeEventWriter(io.RawIOBase):
             adds.append(_delta.FileEntry.from_json(self._chunks[position][1]).placed(
                 {EVENTS_PARTITION: target, "base_offset": start, "end_offset": end}, modification_time=t))
         failpoint("large:before_commit")
-        version = txn.commit(adds, EVENTS_PARTITIONS, [txn.set_app_version(self._app, _COMMITTED)])
+        version = txn.commit(adds, EVENTS_PARTITIONS, [txn.set_app_version(self._app, STATE_COMMITTED)])
         failpoint("large:after_commit")
         end = tail + HEADER_SIZE + self._size
         w.moved_to(tails, target, end)
@@ -426,8 +426,8 @@ def clean_transient(controller: Controller, scope: str, stream: str, now: dateti
     idle = idle_transient_ids(controller.spark, path, now, idle_timeout)
     if not idle:
         return TransientCleanup()
-    decisions = decide(controller, scope, stream, list(idle), _ABORTED)
-    aborted = tuple(t for t, d in decisions.items() if d == _ABORTED)
+    decisions = decide(controller, scope, stream, list(idle), STATE_ABORTED)
+    aborted = tuple(t for t, d in decisions.items() if d == STATE_ABORTED)
     events_path = controller.store.events_path(scope, stream)
     files = size = 0
     for ids, delete_data in ((list(aborted), True), ([t for t in idle if t not in aborted], False)):

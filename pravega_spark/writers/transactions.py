@@ -77,7 +77,7 @@ DEFAULT_LEASE = timedelta(milliseconds=600 * 1000 - 1)  # EventWriterConfig.tran
 MAX_EXECUTION_TIME = timedelta(days=1)
 MAX_EXECUTION_FACTOR = 1000
 
-_OPEN, _COMMITTED, _ABORTED = 0, 1, 2
+STATE_OPEN, STATE_COMMITTED, STATE_ABORTED = 0, 1, 2
 # Ranks (``routing.place_files``) of the commit's files: flushed files rank by their staging
 # version (below 2**40); a handle's buffered files come after them, files routed again last.
 UNFLUSHED_RANK = 1 << 61
@@ -168,9 +168,9 @@ def decode_state(version: int, now_ms: int) -> tuple[TxnStatus, int]:
     if version < 0:
         return TxnStatus.UNKNOWN, 0
     state, ms = version & 3, version >> 2
-    if state == _COMMITTED:
+    if state == STATE_COMMITTED:
         return TxnStatus.COMMITTED, ms
-    if state == _ABORTED or ms <= now_ms:  # an expired lease is an abort, job or no job
+    if state == STATE_ABORTED or ms <= now_ms:  # an expired lease is an abort, job or no job
         return TxnStatus.ABORTED, ms
     return TxnStatus.OPEN, ms
 
@@ -202,6 +202,23 @@ class Transaction:
         self._unflushed: list[PendingFile] = []  # written by this handle, not yet recorded
         self._writes = 0  # this handle's writes so far: orders its buffered files
 
+
+    @classmethod
+    def resumed(cls, writer: TransactionalEventStreamWriter, txn_id: uuid.UUID) -> Transaction:
+        """A handle on an existing transaction: closed at once if it is committed already.
+
+        Raises:
+            TxnNotFoundError: no such transaction on the writer's stream.
+        """
+        handle = cls(writer, txn_id)
+        if handle.check_status() is TxnStatus.COMMITTED:
+            handle._closed = TxnStatus.COMMITTED
+        return handle
+
+    @property
+    def app_id(self) -> str:
+        """The Delta application id that records this transaction's state in the events table."""
+        return self._app
     def __repr__(self) -> str:
         return f"Transaction({self._writer.scoped_name}, txn_id={self.txn_id!r})"
 
@@ -312,7 +329,7 @@ class Transaction:
             if status is not TxnStatus.OPEN:
                 return status
             expiry = ping_expiry(epoch_ms(), lease_ms, max_execution_expiry_ms(self._id))
-            txn.commit(None, (), [txn.set_app_version(self._app, encode_state(_OPEN, expiry))])
+            txn.commit(None, (), [txn.set_app_version(self._app, encode_state(STATE_OPEN, expiry))])
             return TxnStatus.OPEN
 
         return _delta.retrying(attempt, f"ping {self!r}")
@@ -354,7 +371,7 @@ class Transaction:
                 raise _LeaseExpired() if self._expired_open(txn) else TxnFailedError(
                     f"{self!r} was aborted; it cannot be committed")
             manifests[:] = self._staged_files(txn)
-            return [txn.set_app_version(self._app, encode_state(_COMMITTED, epoch_ms()))]
+            return [txn.set_app_version(self._app, encode_state(STATE_COMMITTED, epoch_ms()))]
 
         try:
             result = appender.retrying(lambda: appender.attempt(self._staged_files_of(manifests), guard),
@@ -418,7 +435,7 @@ class Transaction:
                 return False
             files = self._staged_files(txn)
             aborted[:] = staged_data_paths(txn, files) + [f.entry.path for f in self._unflushed]
-            txn.commit(None, (), manifest_removals(files) + [txn.set_app_version(self._app, encode_state(_ABORTED, epoch_ms()))])
+            txn.commit(None, (), manifest_removals(files) + [txn.set_app_version(self._app, encode_state(STATE_ABORTED, epoch_ms()))])
             return True
 
         aborted: list[str] = []
@@ -450,7 +467,7 @@ class Transaction:
 
     def _expired_open(self, txn: _delta.TableTransaction) -> bool:
         """Whether the stored state is OPEN (an expired lease, not yet aborted by anyone)."""
-        return (txn.app_version(self._app) & 3) == _OPEN
+        return (txn.app_version(self._app) & 3) == STATE_OPEN
 
     def _require_open(self, txn: _delta.TableTransaction) -> None:
         status, _ = self._status(txn)
@@ -503,8 +520,8 @@ class TransactionalEventStreamWriter:
         def attempt() -> Transaction:
             txn = self._transaction()
             handle = Transaction(self, uuid.UUID(new_txn_id(max_expiry, txn.read_version)))
-            txn.app_version(handle._app)
-            txn.commit(None, (), [txn.set_app_version(handle._app, encode_state(_OPEN, now + lease_ms))])
+            txn.app_version(handle.app_id)
+            txn.commit(None, (), [txn.set_app_version(handle.app_id, encode_state(STATE_OPEN, now + lease_ms))])
             return handle
 
         handle = _delta.retrying(attempt, f"begin a transaction on {self.scoped_name}")
@@ -519,11 +536,7 @@ class TransactionalEventStreamWriter:
         Raises:
             TxnNotFoundError: no such transaction on this stream.
         """
-        handle = Transaction(self, parse_txn_id(txn_id))
-        status = handle.check_status()
-        if status is TxnStatus.COMMITTED:
-            handle._closed = status
-        return handle
+        return Transaction.resumed(self, parse_txn_id(txn_id))
 
     def close(self) -> None:
         self._events.close()
@@ -547,7 +560,7 @@ def transaction_states(txn: _delta.TableTransaction, now_ms: int) -> list[dict]:
     for app_id, (version, updated) in sorted(txn.app_versions(TXN_APP_PREFIX).items()):
         txn_id = uuid.UUID(app_id[len(TXN_APP_PREFIX):])
         status, ms = decode_state(version, now_ms)
-        stored_open = (version & 3) == _OPEN
+        stored_open = (version & 3) == STATE_OPEN
         out.append({
             "txn_id": str(txn_id),
             "status": status.value,
@@ -628,67 +641,9 @@ def manifest_removals(files: list[_delta.FileEntry]) -> list[_delta.Removal]:
     return _delta.removals(files, data_change=False)
 
 
-def abort_timed_out(events_txn_factory, scope: str, stream: str, now_ms: int, spark=None, events_path=None) -> list[str]:
-    """Abort every transaction of one stream whose lease expired by ``now_ms``, removing its
-    manifests in the same commit, then delete its staged files; also remove manifests that a
-    decided transaction left behind (a process stopped between its commit and its clean-up)."""
-    deleted: list[str] = []
-
-    def attempt() -> list[str]:
-        txn = events_txn_factory()
-        states = transaction_states(txn, now_ms)
-        expired = [s["txn_id"] for s in states if s["timed_out"]]
-        decided = {staging_partition(uuid.UUID(s["txn_id"])): s for s in states
-                   if s["status"] in ("COMMITTED", "ABORTED") and not s["timed_out"]}
-        actions = []
-        for txn_id in expired:
-            app = TXN_APP_PREFIX + txn_id
-            txn.app_version(app)  # the fence: a concurrent commit or ping of it fails one of us
-            actions.append(txn.set_app_version(app, encode_state(_ABORTED, now_ms)))
-        expired_parts = {staging_partition(uuid.UUID(t)) for t in expired}
-        files = [f for f in txn.files_where(f"{EVENTS_PARTITION} < 0")
-                 if f.int_partition(EVENTS_PARTITION) in expired_parts | set(decided)]
-        if not files and not actions:
-            return []
-        # the staged files of aborted transactions go; a committed one's are its events now
-        doomed = [f for f in files if f.int_partition(EVENTS_PARTITION) in expired_parts
-                  or decided.get(f.int_partition(EVENTS_PARTITION), {}).get("status") == "ABORTED"]
-        deleted[:] = staged_data_paths(txn, doomed)
-        txn.commit(None, (), manifest_removals(files) + actions)
-        log.info("aborted %d timed-out transactions of %s/%s (%d manifests removed): %s",
-                 len(expired), scope, stream, len(files), expired)
-        return expired
-
-    expired = _delta.retrying(attempt, f"abort timed-out transactions of {scope}/{stream}")
-    if deleted and spark is not None:
-        _delta.backend_for(spark).delete_files(events_path, deleted)
-    return expired
-
-
 def transactions_df(controller: Controller, scope: str, stream: str, now: datetime | None = None) -> DataFrame:
     """``StreamManager.transactions``: the stream's transactions with their status as of ``now``."""
     controller.stream_record(scope, stream)
     txn = controller.store.backend.transaction(controller.store.events_path(scope, stream))
     rows = [tuple(s.values()) for s in transaction_states(txn, epoch_ms(now))]
     return controller.spark.createDataFrame(rows, TRANSACTIONS_DDL)
-
-
-def abort_timed_out_transactions(controller: Controller, now: datetime | None, scope: str | None = None,
-                                 stream: str | None = None) -> dict[str, list[str]]:
-    """``StreamManager.abort_timed_out_transactions``: the timeout job over every stream (all, a
-    scope's, or one); a stream deleted meanwhile is skipped."""
-    now_ms = epoch_ms(now)
-    out = {}
-    for s, t in controller.stream_names(scope, stream):
-        path = controller.store.events_path(s, t)
-        try:
-            aborted = abort_timed_out(lambda p=path: controller.store.backend.transaction(p), s, t, now_ms,
-                                      controller.spark, path)
-        except Exception as exc:  # noqa: BLE001 - a stream deleted meanwhile is skipped
-            if controller.store.backend.is_table(path):
-                raise
-            log.info("transactions of %s/%s: stream gone (%s)", s, t, type(exc).__name__)
-            continue
-        if aborted:
-            out[f"{s}/{t}"] = aborted
-    return out

@@ -138,11 +138,11 @@ def test_offline_without_a_position_rereads_from_the_last_checkpoint(manager, st
     tail = manager.tail_stream_cut("iot", "sensors")
     assert group.get_stream_cuts()[S] != tail and group.unread_bytes() > 0  # lags: r2 has not refreshed yet
     members = "_pravega/reader_group_members"
-    revision, before = group._state().revision, table_versions(manager.spark, root).get(members, -1)
-    now = group._clock()
+    revision, before = group.state().revision, table_versions(manager.spark, root).get(members, -1)
+    now = group.now()
     group._clock = lambda: now + 10_000  # the refresh interval has passed
     assert r2.read_next().events.count() == 0  # records its positions in its member row, not in the group's
-    assert group._state().revision == revision
+    assert group.state().revision == revision
     assert table_versions(manager.spark, root)[members] > before
     assert group.get_stream_cuts() == {S: tail} and group.unread_bytes() == 0
 
@@ -206,7 +206,7 @@ def test_automatic_checkpoints_republication_and_silent_readers_taken_offline(ma
                                   retention_type=ps.StreamDataRetention.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT)
     manager.create_reader_group("iot", "g", config)
     group = manager.reader_group("iot", "g")
-    base = group._state().last_checkpoint_ms
+    base = group.state().last_checkpoint_ms
     clock = [base]
     group._clock = lambda: clock[0]
     r1, r2 = group.create_reader("r1"), group.create_reader("r2")
@@ -332,7 +332,7 @@ def test_a_reader_killed_mid_batch_is_taken_over_after_the_silence_limit(spark, 
         while not condition():
             assert_alive(survivors)
             if time.monotonic() > deadline:
-                state = group._state()
+                state = group.state()
                 raise AssertionError(
                     f"{what}: not within {timeout:.0f} s; clock {time.time() * 1000:.0f} ms; state {state.to_json()}; "
                     f"member rows {group._members(state)}\n" + "\n".join(w.report() for w in workers.values()))
@@ -390,7 +390,7 @@ def test_a_reader_rejoining_during_a_half_done_take_over_completes_it_and_reads_
     _write(manager, 1)
     held = slow.read_next()  # in hand, not yet written
     assert held.ranges
-    incarnation = group._state().incarnations["slow"]
+    incarnation = group.state().incarnations["slow"]
     remover = manager.reader_group("iot", "g")  # another handle (another process, in effect)
     release = tmp_path / "release"
     monkeypatch.setenv("PRAVEGA_SPARK_HOLD", f"offline:after_fence={release}")  # between the fence and the removal
@@ -429,11 +429,11 @@ def test_a_zombie_reader_cannot_write_segments_it_no_longer_owns(spark, manager,
         {S: "earliest"}, automatic_checkpoint_interval=None, position_refresh_interval=timedelta(seconds=1),
         reader_silence_limit=timedelta(seconds=2)))
     group = manager.reader_group("iot", "g")
-    clock = [group._clock()]
+    clock = [group.now()]
     group._clock = lambda: clock[0]  # the group's clock, not the machine's load, says who is silent
-    revision = group._state().revision
+    revision = group.state().revision
     zombie, live = group.create_readers(["zombie", "live"])
-    assert group._state().revision == revision + 1  # one commit: both joined with a segment each
+    assert group.state().revision == revision + 1  # one commit: both joined with a segment each
     assert zombie.position() == {0: 0} and live.position() == {1: 0}
     sink = group.delta_sink(str(tmp_path / "sink"))
     held = zombie.read_next()  # in hand, not yet written

@@ -90,6 +90,7 @@ class DeltaTransaction:
         self._jvm = jvm
         self._txn = delta_log(spark, path).startTransaction()
         self._listed: list[FileEntry] | None | bool = False  # the checksum file's list, once read
+        self.committed_version: int | None = None  # the version of this transaction's commit
 
     def __repr__(self) -> str:
         return f"DeltaTransaction({self.path}, read_version={self.read_version})"
@@ -429,4 +430,5 @@ class DeltaTransaction:
                 jvm.scala.Option.apply(self._seq(list(partition_by))), nothing, nothing, nothing, nothing, nothing, nothing, nothing)
         seq = actions.to_seq(jvm, items)
         with storage.commit_lock(self.path):
-            return int(self._txn.commit(seq, operation))
+            self.committed_version = int(self._txn.commit(seq, operation))
+        return self.committed_version

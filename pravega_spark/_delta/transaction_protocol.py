@@ -35,6 +35,8 @@ class TableTransaction(Protocol):
     """One fenced transaction on the table at ``path`` (see the module docstring)."""
 
     path: str
+    committed_version: int | None
+    """The version of this transaction's commit (None before it, or where finding it costs a query)."""
 
     # ---- fence --------------------------------------------------------------------------------
     def fence_partitions(self, column: str, values: list[int]) -> None:

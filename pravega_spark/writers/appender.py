@@ -135,8 +135,10 @@ class Appender:
         self.scope = scope
         self.stream = stream
         self.writer_id = writer_id
-        # files placed at commit where the backend can place files; else one fenced MERGE
+        # the append engine, chosen once: files placed at their tails by one fenced commit where
+        # the backend can place files; else the rows inserted at the tails by one fenced MERGE
         self.places_files = controller.store.backend.places_files
+        self._append = self._append_placing_files if self.places_files else self._append_at_tails
         self.session = controller.store.backend.writer_session(WRITER_CONF)
         self.retry = retry or _delta.RetryPolicy(attempts=40, max_backoff=3.0)
         self.task_files = True
@@ -169,14 +171,31 @@ class Appender:
     def append(self, df: DataFrame, routing_key: str = "routing_key", event: str = "event",
                order_by: str | list[str] | None = None, write_number: int | None = None) -> WriteResult:
         """``EventStreamWriter.write_events``: every row of ``df`` as an event, in one commit."""
-        number = check_write_number(write_number)
-        if not self.places_files:
-            events = self.prepare(df, routing_key, event, order_by)
-            names = [order_by] if isinstance(order_by, str) else list(order_by or [])
-            return self.retrying(lambda: self.attempt_at_tails(events, names, number), f"append to {self.scoped_name}")
+        return self._append(df, routing_key, event, order_by, check_write_number(write_number))
+
+    def _append_placing_files(self, df: DataFrame, routing_key: str, event: str, order_by,
+                              number: int | None) -> WriteResult:
         guard = None if number is None else self.idempotence_guard(number)
         files_of = self.files_of(self.routed(df, routing_key, event, order_by))
         return self.retrying(lambda: self.attempt(files_of, guard), f"append to {self.scoped_name}")
+
+    def _append_at_tails(self, df: DataFrame, routing_key: str, event: str, order_by,
+                         number: int | None) -> WriteResult:
+        events = self.prepare(df, routing_key, event, order_by)
+        names = [order_by] if isinstance(order_by, str) else list(order_by or [])
+        return self.retrying(lambda: self.attempt_at_tails(events, names, number), f"append to {self.scoped_name}")
+
+    def _finish(self, segments: list[SegmentRecord], lengths: dict[int, int], grown: dict[int, int],
+                version: int | None, table_id: str | None, count: int) -> WriteResult:
+        """What both engines do after their commit: remember the tails (the next append's hint)
+        and this writer's positions, and report the write."""
+        self._hint = (segments, lengths, version, table_id)
+        self._position = {sid: off for sid, off in self._position.items() if sid in lengths}
+        self._position.update({sid: lengths[sid] for sid in grown})
+        result = WriteResult(count, sum(grown.values()), version, StreamCut(self.scoped_name, lengths), grown)
+        log.info("%s wrote %d events (%d bytes) to %s at version %s", self.writer_id,
+                 result.event_count, result.byte_count, self.scoped_name, version)
+        return result
 
     def append_bytes(self, event: bytes, routing_key: str | None, write_number: int | None = None) -> WriteResult:
         """One event from this process, as a local relation whose size Spark knows (the small path)."""
@@ -326,14 +345,7 @@ class Appender:
         failpoint("append:after_commit")
         lengths = self._lengths_after(txn, version, lengths, written)
         grown = {sid: lengths[sid] - tails[sid] for sid in written if lengths[sid] != tails[sid]}
-        self._hint = (segments, lengths, version, txn.table_id)
-        self._position = {sid: off for sid, off in self._position.items() if sid in tails}
-        self._position.update({sid: lengths[sid] for sid in grown})
-        result = WriteResult(sum(f.num_records for f in files), sum(grown.values()), version,
-                             StreamCut(self.scoped_name, lengths), grown)
-        log.info("%s wrote %d events (%d bytes) to %s at version %s", self.writer_id,
-                 result.event_count, result.byte_count, self.scoped_name, version)
-        return result
+        return self._finish(segments, lengths, grown, version, txn.table_id, sum(f.num_records for f in files))
 
     def attempt_at_tails(self, events: DataFrame, order: list[str], number: int | None) -> WriteResult:
         """One attempt of an append over Spark Connect: the events placed at the tails (from this
@@ -372,13 +384,7 @@ class Appender:
             return WriteResult(0, 0, None, StreamCut(self.scoped_name, tails))
         grown = {sid: end - tails[sid] for sid, end in txn.ends_of_insert().items()} if inserted else {}
         lengths = {sid: tails[sid] + grown.get(sid, 0) for sid in tails}
-        self._hint = (segments, lengths, None, None)
-        self._position = {sid: off for sid, off in self._position.items() if sid in tails}
-        self._position.update({sid: lengths[sid] for sid in grown})
-        result = WriteResult(inserted, sum(grown.values()), txn.committed_version, StreamCut(self.scoped_name, lengths),
-                             grown)
-        log.info("%s wrote %d events (%d bytes) to %s", self.writer_id, inserted, result.byte_count, self.scoped_name)
-        return result
+        return self._finish(segments, lengths, grown, txn.committed_version, None, inserted)
 
     def _lengths_after(self, txn: _delta.TableTransaction, version: int, lengths: dict[int, int],
                        written: list[int]) -> dict[int, int]:

@@ -16,7 +16,7 @@ The three small tables are built on the driver (Python over the rows Delta's che
 Spark job costs a few hundred milliseconds here however small its input.
 
 ``with_violations`` adds to a prepared table one boolean column per invariant: whether the row
-breaks it. Great Expectations then runs two suites (``_gx.py``), ``events`` and ``metadata`` (the
+breaks it. Great Expectations then runs two suites (``gx_suites.py``), ``events`` and ``metadata`` (the
 three small tables in one batch): one expectation per invariant, all fed by one metric, so each
 batch costs one Spark aggregation however many invariants it has.
 """

@@ -35,7 +35,7 @@ class Controller:
 
     Attributes:
         spark: the session every operation runs in.
-        store: the store's tables (``_store.Store``).
+        store: the store's tables (``store.store.Store``).
     """
 
     def __init__(self, spark: SparkSession, store: Store) -> None:
@@ -129,7 +129,7 @@ class Controller:
         return size_between(resolve(from_cut), resolve(to_cut), records, tail.positions)
 
     def cut_at_version(self, scope: str, stream: str, version: int) -> StreamCut:
-        """The stream's tail as of events-table version ``version`` (see ``cut_helper``)."""
+        """The stream's tail as of events-table version ``version`` (see ``stream_cut_helper``)."""
         record = self.settled(scope, stream)
         return stream_cut_helper.cut_at_version(self.store, record, self.segment_records(scope, stream), version)
 

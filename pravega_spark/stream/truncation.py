@@ -4,7 +4,7 @@ A truncation moves the stream's head to a new cut. The record says where the hea
 segments the truncation in progress deletes, which earlier truncations deleted, and how many bytes
 were truncated in total (``size_till``). It lives in the stream's row, next to the state, so the
 head moves in the same commit that marks the stream ``TRUNCATING``; the data is deleted after
-that, and a crash in between is finished from the record (see ``workflows.truncate_stream``).
+that, and a crash in between is finished from the record (see ``controller.stream_tasks.truncate_stream``).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ WRITER_CONF = {
     # one file per task and segment: a task's offsets are relative to its extent in the segment
     # (several files per task would still be placed correctly, see ``place_files``)
     "spark.sql.files.maxRecordsPerFile": "0",
-    # the write's tasks frame and write their rows in Python (``_task_files``; else the offsets'
+    # the write's tasks frame and write their rows in Python (``task_files``; else the offsets'
     # UDF sees (segment id, size) pairs): batches of at most 50,000 rows and 8 MiB (measured
     # at 1 KiB events: 8 MiB 0.85x raw, 4 MiB 0.60x, 16 MiB 0.76x, 50,000 rows alone 0.70x)
     "spark.sql.execution.arrow.maxRecordsPerBatch": "50000",
@@ -123,7 +123,7 @@ class Appender:
         scope, stream, writer_id: what it appends to, and as whom.
         session: its own Spark session (``WRITER_CONF``), sharing the cluster.
         retry: the policy of its fenced commits.
-        task_files: whether a write's Spark tasks write its files themselves (``_task_files``:
+        task_files: whether a write's Spark tasks write its files themselves (``task_files``:
             for stores on a local or mounted file system and S3), rather than Delta's writer after an
             offsets' UDF.
     """
@@ -401,7 +401,7 @@ class Appender:
     def write_with_spark(self, txn: _delta.TableTransaction, events: DataFrame, segments) -> list[PendingFile]:
         """Route, frame and write ``events`` in one Spark job with no shuffle: each task writes
         one file per segment, its offsets relative to the task's extent there. The tasks write
-        the files themselves (``_task_files``) when they can reach the table's storage as
+        the files themselves (``task_files``) when they can reach the table's storage as
         files; otherwise Delta's writer does, after a running-sum UDF."""
         if is_small(events):
             # a few events (a notebook's handful, a write_event): one task, so one file per segment

@@ -1,7 +1,7 @@
 """``EventStreamWriter``: routed, framed, fenced appends (Pravega's ``EventStreamWriter``).
 
 One ``write_events`` call is one Delta commit, all-or-nothing, through the writer's ``Appender``
-(``appender.py``: routing, framing, the fence on the segments written to, retries). Per routing
+(``writers.appender``: routing, framing, the fence on the segments written to, retries). Per routing
 key, events are appended in the DataFrame's row order (or ``order_by``).
 """
 

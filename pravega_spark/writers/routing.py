@@ -91,7 +91,7 @@ def with_relative_offsets(df: DataFrame, *, segment: str = "segment_id", event: 
 
     The writer uses it for stores that Python tasks cannot open as files (``s3a://``,
     ``abfss://``...), before Delta's own file writer; elsewhere each task frames and writes its
-    files itself (``_task_files``), to the same layout.
+    files itself (``task_files``), to the same layout.
 
     Offsets are relative to the write task's extent in each segment: within one Spark task (one
     input partition), the events of a segment are laid out in row order from 0. So this is one

@@ -37,7 +37,7 @@ def skipped_events(changes: Sequence[tuple[int, list[dict], list[dict]]]) -> lis
     add with ``dataChange=false``. Such an add is harmless when its offsets ``[base_offset,
     end_offset)`` lie inside the ranges its commit removed from the same segment (compaction, a
     truncation's straddling file rewritten, an ``OPTIMIZE``): the source delivered those rows from
-    the removed files. ``changes``: ``(version, adds, removes)`` as in the log (``_delta.file_changes``).
+    the removed files. ``changes``: ``(version, adds, removes)`` as in the log (``DeltaBackend.file_changes``).
     """
     gaps = []
     for version, adds, removes in changes:

@@ -176,7 +176,7 @@ EVENTS_PARTITION = "segment_id"
 EVENTS_PARTITIONS = ("segment_id", "base_offset", "end_offset")
 # A file is written before its base is known: its base_offset partition value then says which
 # write task wrote it (``UNPLACED - task``; its directory keeps that name), and the commit sets
-# the real one (``_delta.placed``). Delta reads partition values from the log, never from paths.
+# the real one (``FileEntry.placed``). Delta reads partition values from the log, never from paths.
 UNPLACED = -1
 # the numeric statistics a control record's file (seal, truncate) carries when written directly
 EVENTS_STATS_COLUMNS = ("rel_offset", "rel_next_offset", "record_type", "rel_event_offset")

@@ -155,7 +155,7 @@ class Store(SegmentStore):
         """Create the store's fixed tables (scopes, streams, reader groups) unless they exist: each
         a log look when it does. Every manager opening the store calls this, so the other methods
         may take them for granted; per-stream tables are created when their stream is, or on
-        their first write (``_table``). Safe to race (``_delta.create_table``)."""
+        their first write (``_table``). Safe to race (``DeltaBackend.create_table``)."""
         for path, schema, parts in ((self.scopes_path, SCOPES_SCHEMA, ()),
                                     (self.streams_path, STREAMS_SCHEMA, (STREAM_KEY,)),
                                     (self.reader_groups_path, READER_GROUPS_SCHEMA, (READER_GROUP_KEY,))):

@@ -86,7 +86,7 @@ class TaskStorage:
 
 def task_storage(table_path: str, s3_options: dict | None) -> TaskStorage | None:
     """The storage a write's tasks can reach for the table at ``table_path``: its local directory,
-    or its S3 folder with ``s3_options`` (``_delta.pyarrow_s3_options``); None otherwise."""
+    or its S3 folder with ``s3_options`` (``DeltaBackend.pyarrow_s3_options``); None otherwise."""
     local = local_table_dir(table_path)
     if local is not None:
         return TaskStorage(local)

@@ -5,7 +5,7 @@ segments and events, writer marks, watermarks, subscribers, the retention set, a
 marks, a large event's transient table, and a Delta sink that ``ps.idempotent_delta_sink``
 appends to) is created here by three processes at once, step by step behind a file barrier, on a
 fresh store (``make soak`` repeats the scenario).
-Before creation was made safe to race (``_delta.create_table``), every round failed in at least
+Before creation was made safe to race (``DeltaBackend.create_table``), every round failed in at least
 one process.
 """
 

@@ -9,11 +9,11 @@ it goes with its abort, or with a later VACUUM.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
-from .. import _delta
 from ..controller.client import Controller
 from ..controller.watermarks import watermark_paths
+from ..store import clock
 from ..store.schema import EVENTS_PARTITION
 from ..writers.transactions import MAX_EXECUTION_TIME, transaction_states
 
@@ -27,23 +27,23 @@ def vacuum(controller: Controller, scope: str | None = None, stream: str | None 
            retention: timedelta | None = None) -> list[str]:
     """``StreamManager.vacuum``: VACUUM every table of the streams (all, a scope's, or one) that
     exists; the paths vacuumed."""
-    store, spark = controller.store, controller.spark
+    store, backend = controller.store, controller.store.backend
     hours = None if retention is None else retention.total_seconds() / 3600
     done = []
     for s, t in controller.stream_names(scope, stream):
         events = store.events_path(s, t)
         for path in (store.segments_path(s, t), events, store.retention_set_path(s, t), store.subscribers_path(s, t),
                      store.transient_path(s, t), *watermark_paths(store, s, t)):
-            if not _delta.backend_for(spark).is_table(path):
+            if not backend.is_table(path):
                 continue  # created on first use (transient, watermarks)
             if path == events:
                 staged = staged_age_hours(controller, s, t)
                 if staged is not None and (hours if hours is not None else DEFAULT_FILE_RETENTION_HOURS) < staged + 1:
                     log.info("vacuum of %s/%s: retention raised to %.1f h to keep staged data", s, t, staged + 1)
-                    _delta.backend_for(spark).vacuum(path, staged + 1)
+                    backend.vacuum(path, staged + 1)
                     done.append(path)
                     continue
-            _delta.backend_for(spark).vacuum(path, hours)
+            backend.vacuum(path, hours)
             done.append(path)
     log.info("vacuum: %d tables", len(done))
     return done
@@ -56,17 +56,17 @@ def staged_age_hours(controller: Controller, scope: str, stream: str) -> float |
     data files), and an open transaction's writes that its handle has not flushed yet (no later
     than its begin, at most ``MAX_EXECUTION_TIME`` before its max execution expiry).
     """
-    spark, store = controller.spark, controller.store
-    if not store.backend.places_files:  # no staged data: transactions and large events place files
+    store, backend = controller.store, controller.store.backend
+    if not backend.places_files:  # no staged data: transactions and large events place files
         return None
-    events = _delta.backend_for(spark).transaction(store.events_path(scope, stream))
+    events = backend.transaction(store.events_path(scope, stream))
     times = [f.modification_time for f in events.files_where(f"{EVENTS_PARTITION} < 0")]
-    now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
+    now_ms = clock.now_ms()
     times += [int(s["max_execution_expiry"].timestamp() * 1000) - int(MAX_EXECUTION_TIME.total_seconds() * 1000)
               for s in transaction_states(events, now_ms) if s["status"] == "OPEN"]
     transient = store.transient_path(scope, stream)
-    if _delta.backend_for(spark).is_table(transient):
-        times += [f.modification_time for f in _delta.backend_for(spark).transaction(transient).files_where(None)]
+    if backend.is_table(transient):
+        times += [f.modification_time for f in backend.transaction(transient).files_where(None)]
     if not times:
         return None
     return max(0.0, (now_ms - min(times)) / 3_600_000)

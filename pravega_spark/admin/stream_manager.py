@@ -76,10 +76,11 @@ class StreamManager:
 
     def __init__(self, spark: SparkSession, root: str) -> None:
         self.spark = spark
-        self.root = _delta.backend_for(spark).qualify(str(root))  # once: Delta reads a relative path as a table name
-        _delta.backend_for(spark).check_root(self.root)  # reachable; put-if-absent commits on object stores
+        backend = _delta.backend_for(spark)
+        self.root = backend.qualify(str(root))  # once: Delta reads a relative path as a table name
+        backend.check_root(self.root)  # reachable; put-if-absent commits on object stores
         ship_package(spark)  # to executors that cannot import pravega_spark (once per context)
-        _delta.backend_for(spark).configure_session()  # checksum files list app versions, small tables' files
+        backend.configure_session()  # checksum files list app versions, small tables' files
         store = Store(spark, self.root)
         store.ensure_system_tables()
         self._controller = Controller(spark, store)

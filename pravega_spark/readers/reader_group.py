@@ -40,7 +40,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from .. import _delta
 from .._failpoints import failpoint
 from ..controller import subscribers
 from ..controller.client import Controller
@@ -301,7 +300,7 @@ class ReaderGroup:
             >>> sink = group.delta_sink("/lake/sensors_copy")  # doctest: +SKIP
             >>> sink.write(reader.read_next())  # doctest: +SKIP
         """
-        qualified = _delta.backend_for(self._store.spark).qualify(path)
+        qualified = self._store.backend.qualify(path)
         sink = self._sink_at(qualified)
         sink.create(schema if schema is not None else self.batch_schema())
         if self.state().sink != qualified:

@@ -52,6 +52,7 @@ class ReaderGroupSink:
         if not isinstance(path, str) or not path:
             raise InvalidConfigError(f"a sink path is a non-empty str, got {path!r}")
         self.spark = spark
+        self.backend = _delta.backend_for(spark)
         self.path = path
         self.group = group  # the group's scoped name
         self._created = False
@@ -67,7 +68,7 @@ class ReaderGroupSink:
 
     def create(self, schema: StructType) -> bool:
         """Create the sink's table with ``schema`` unless it exists; True if this call created it."""
-        created = _delta.backend_for(self.spark).create_table(self.path, schema)
+        created = self.backend.create_table(self.path, schema)
         self._created = True
         return created
 
@@ -92,13 +93,13 @@ class ReaderGroupSink:
         if rows is None:
             rows = batch.events.withColumn("revision", F.lit(batch.revision))
         if not self._created:
-            _delta.backend_for(self.spark).create_table(self.path, rows.schema)
+            self.backend.create_table(self.path, rows.schema)
             self._created = True
         ranges = {SegmentRef(stream, sid): rng for (stream, sid), rng in batch.ranges.items()}
         owners = {SegmentRef(stream, sid): tok for (stream, sid), tok in batch.owners.items()}
 
         def attempt() -> int:
-            txn = _delta.backend_for(self.spark).transaction(self.path)
+            txn = self.backend.transaction(self.path)
             keep: list[SegmentRef] = []
             for ref, (low, high) in sorted(ranges.items()):
                 owner = txn.app_version(self._app_id("own", ref))
@@ -134,11 +135,11 @@ class ReaderGroupSink:
         incarnation, see ``taken_over``), returning the end offsets recorded for them (read in
         that commit: a concurrent write of theirs makes it conflict and read again)."""
         refs = sorted(set(refs))
-        if not refs or not _delta.backend_for(self.spark).exists(self.path):
+        if not refs or not self.backend.exists(self.path):
             return {}  # no segments to hand over; or a group whose sink predates its creation at delta_sink
 
         def attempt() -> dict[SegmentRef, int]:
-            txn = _delta.backend_for(self.spark).transaction(self.path)
+            txn = self.backend.transaction(self.path)
             found = {}
             actions = []
             for ref in refs:
@@ -154,9 +155,9 @@ class ReaderGroupSink:
     def taken_over(self, reader_id: str, incarnation: str) -> bool:
         """Whether a take-over fenced this join of ``reader_id`` here (its removal from the group
         may not have followed yet: the remover died, or is between its two commits)."""
-        if not _delta.backend_for(self.spark).exists(self.path):
+        if not self.backend.exists(self.path):
             return False
-        return _delta.backend_for(self.spark).transaction(self.path).app_version(self._taken_id(reader_id, incarnation)) >= 0
+        return self.backend.transaction(self.path).app_version(self._taken_id(reader_id, incarnation)) >= 0
 
 
 def _segments_in(refs: Iterable[SegmentRef]):

@@ -93,7 +93,7 @@ def create_key_value_table(store: Store, scope: str, kvt: str, config: KeyValueT
     configuration = config.to_json()[:-1] + f', "table_id": "{table_id}"}}'
     inserted = store.insert_key_value_table(scope, kvt, configuration, created)
     if inserted:
-        _delta.backend_for(store.spark).create_table(store.key_value_table_path(scope, kvt, table_id), KVT_SCHEMA,
+        store.backend.create_table(store.key_value_table_path(scope, kvt, table_id), KVT_SCHEMA,
                             (KVT_PARTITION,), KVT_PROPERTIES)
     log.info("create_key_value_table %s/%s: %s", scope, kvt, "created" if inserted else "exists")
     return inserted
@@ -182,6 +182,7 @@ class KeyValueTable:
     def __init__(self, store: Store, scope: str, name: str, config: KeyValueTableConfiguration, table_id: str) -> None:
         self._store = store
         self.spark = store.spark
+        self.backend = store.backend
         self.scope = scope
         self.name = name
         self.config = config
@@ -202,7 +203,7 @@ class KeyValueTable:
         if row is None or _parse(row["configuration"])[1] != self.table_id:
             raise KeyValueTableNotFoundError(f"key-value table {self.scope}/{self.name} does not exist (deleted)")
         if not self._created:  # a crash between registration and creation left no table yet
-            _delta.backend_for(self.spark).create_table(self.path, KVT_SCHEMA, (KVT_PARTITION,), KVT_PROPERTIES)
+            self.backend.create_table(self.path, KVT_SCHEMA, (KVT_PARTITION,), KVT_PROPERTIES)
             self._created = True
 
     def _partition(self, primary_key: bytes) -> int:
@@ -229,7 +230,7 @@ class KeyValueTable:
         needs_current = any(not (isinstance(m, Put) and m.version is None) for m in mods)
 
         def attempt() -> list[Version | None]:
-            txn = _delta.backend_for(self.spark).transaction(self.path)
+            txn = self.backend.transaction(self.path)
             txn.fence_partitions(KVT_PARTITION, [segment])
             top = txn.expect_max(KVT_PARTITION, [segment], "version")[segment]
             current: dict[bytes, Version] = {}
@@ -289,7 +290,7 @@ class KeyValueTable:
         read = 0
         for segment, in_segment in by_segment.items():
             wanted = set(in_segment)
-            rows, files = _delta.backend_for(self.spark).lookup(self.path, KVT_PARTITION, segment, "key_hash",
+            rows, files = self.backend.lookup(self.path, KVT_PARTITION, segment, "key_hash",
                                         sorted({key_hash(k) for k in wanted}))
             read = None if files is None or read is None else read + files
             for k, (version, value) in _newest((r for r in rows if bytes(r["key"]) in wanted), segment).items():
@@ -308,7 +309,7 @@ class KeyValueTable:
     # ---- reads as DataFrames -------------------------------------------------------------------
     def _entries(self, version: int | None = None) -> DataFrame:
         self._check_exists()
-        return _delta.backend_for(self.spark).read(self.path, version)
+        return self.backend.read(self.path, version)
 
     def entries_log(self, version: int | None = None) -> DataFrame:
         """The entries table itself (every entry and tombstone not yet compacted):
@@ -378,7 +379,7 @@ class KeyValueTable:
         count = self.config.partition_count
 
         def attempt() -> DataFrame:
-            txn = _delta.backend_for(self.spark).transaction(self.path)
+            txn = self.backend.transaction(self.path)
             segments = list(range(count))
             stamps = {p: top + 1 for p, top in txn.expect_max(KVT_PARTITION, segments, "version").items()}
             live = txn.frame().transform(filter_live)
@@ -413,14 +414,14 @@ class KeyValueTable:
         each partition's newest entry, which carries its largest version). One MERGE; the live
         entries and their versions are unchanged. Returns the entries deleted."""
         self._check_exists()
-        entries = _delta.backend_for(self.spark).read(self.path)
+        entries = self.backend.read(self.path)
         columns = [KVT_PARTITION, "key_hash", "key", "version"]
         newest = entries.groupBy(KVT_PARTITION, "key_hash", "key").agg(F.max("version").alias("version"))
         top = entries.groupBy(KVT_PARTITION).agg(F.max("version").alias("top"))
         keep = (entries.join(newest, columns, "left_semi").join(top, KVT_PARTITION)
                 .where(~F.col("removed") | (F.col("version") == F.col("top"))).select(*columns))
         dropped = entries.select(*columns).join(keep, columns, "left_anti")
-        deleted = _delta.retrying(lambda: _delta.backend_for(self.spark).delete_matching(self.path, dropped, columns),
+        deleted = _delta.retrying(lambda: self.backend.delete_matching(self.path, dropped, columns),
                                   f"compact {self.scope}/{self.name}")
         log.info("compact %s/%s: %d entries deleted", self.scope, self.name, deleted)
         return deleted

@@ -140,6 +140,7 @@ class Appender:
         self.places_files = controller.store.backend.places_files
         self._append = self._append_placing_files if self.places_files else self._append_at_tails
         self.session = controller.store.backend.writer_session(WRITER_CONF)
+        self.backend = _delta.backend_for(self.session)  # the writer session's (commits run in it)
         self.retry = retry or _delta.RetryPolicy(attempts=40, max_backoff=3.0)
         self.task_files = True
         # open segments and tails after our last commit, its version and the table's id: exact
@@ -162,7 +163,7 @@ class Appender:
 
     def transaction(self) -> _delta.TableTransaction:
         """A new transaction on the stream's events table, in this appender's session."""
-        return _delta.backend_for(self.session).transaction(self.store.events_path(self.scope, self.stream))
+        return self.backend.transaction(self.store.events_path(self.scope, self.stream))
 
     def forget_tails(self) -> None:
         """Drop the tails known from the last commit (the next append reads them again)."""
@@ -230,7 +231,7 @@ class Appender:
 
     # ---- internals ---------------------------------------------------------------------------
     def prepare(self, df: DataFrame, routing_key: str, event: str, order_by) -> DataFrame:
-        df = _delta.backend_for(self.session).in_session(df)
+        df = self.backend.in_session(df)
         missing = [c for c in [routing_key, event, *([order_by] if isinstance(order_by, str) else (order_by or []))]
                    if c not in df.columns]
         if missing:
@@ -406,7 +407,7 @@ class Appender:
         if is_small(events):
             # a few events (a notebook's handful, a write_event): one task, so one file per segment
             events = events.coalesce(1)
-        storage = (task_storage(txn.path, _delta.backend_for(self.session).pyarrow_s3_options(txn.path))
+        storage = (task_storage(txn.path, self.backend.pyarrow_s3_options(txn.path))
                    if self.task_files else None)
         if storage is not None:
             return self._write_task_files(events, segments, storage)

@@ -11,7 +11,7 @@ import pytest
 
 import pravega_spark as ps
 from pravega_spark._delta import RetryPolicy
-from pravega_spark.store import store as _store
+from pravega_spark.store import segment_store
 from tests.helpers import table_versions
 
 
@@ -204,7 +204,7 @@ def test_a_seal_losing_to_appends_says_it_is_pending_and_the_next_operation_fini
     scope, stream = stream2
     writer = manager.create_event_writer(scope, stream, writer_id="busy")
     writer.write_events(spark.createDataFrame([(f"k{i}", "x") for i in range(8)], "routing_key string, event string"))
-    monkeypatch.setattr(_store, "SEAL_RETRY", RetryPolicy(attempts=1))
+    monkeypatch.setattr(segment_store, "SEAL_RETRY", RetryPolicy(attempts=1))
     monkeypatch.setenv("PRAVEGA_SPARK_PAUSE", "seal:before_commit=4")
     appended = []
 

@@ -33,6 +33,7 @@ from pyspark.sql import functions as F  # noqa: E402
 
 import pravega_spark as ps  # noqa: E402
 from bench._common import COST, Seconds, alternate, fresh_store, timed  # noqa: E402
+from pravega_spark.tables import table_entries  # noqa: E402
 
 CONFIG = ps.KeyValueTableConfiguration(8, primary_key_length=8, secondary_key_length=8)
 VALUE_SIZE = 100
@@ -75,10 +76,10 @@ def update_all_ours(manager, run: int) -> float:
 def update_all_raw(spark, root: str, run: int) -> float:
     """The same rows, the same partitioning, one MERGE."""
     raw = f"{root}/raw{run}"
-    with_partition = keys_frame(spark, 0, 50_000).transform(ps.table_entries.with_entry_columns, config=CONFIG) \
+    with_partition = keys_frame(spark, 0, 50_000).transform(table_entries.with_entry_columns, config=CONFIG) \
         .withColumn("version", F.lit(1).cast("long"))
     with_partition.write.format("delta").partitionBy("partition").save(raw)
-    src = update_all_rows(spark).transform(ps.table_entries.with_entry_columns, config=CONFIG) \
+    src = update_all_rows(spark).transform(table_entries.with_entry_columns, config=CONFIG) \
         .withColumn("version", F.lit(2).cast("long")).localCheckpoint()
     merge = (f"MERGE INTO delta.`{raw}` t USING {{src}} s ON t.partition = s.partition AND t.key = s.key "
              "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")

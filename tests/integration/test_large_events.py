@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 import pravega_spark as ps
 from pravega_spark.readers.large_event_reader import assemble_large_events
-from pravega_spark.store.schema import RECORD_CHUNK, RECORD_CHUNK_END, RECORD_EVENT
+from pravega_spark.store.schema import RECORD_CHUNK, RECORD_CHUNK_END, RECORD_EVENT, RECORD_TRUNCATE
 from pravega_spark.writers.large_events import chunk_framing
 from tests.helpers import events_rows
 from tests.invariants import check_stream_consistent
@@ -94,7 +94,7 @@ def test_round_trip_around_the_regular_limit(spark, root, manager, stream2, size
     assert ("Window" in plan) is chunked
     rows = manager.read_events("iot", "sensors").collect()
     assert len(rows) == 1 and bytes(rows[0].event) == payload
-    raw = [r for r in events_rows(spark, root, "iot", "sensors") if r.record_type != ps.schema.RECORD_TRUNCATE]
+    raw = [r for r in events_rows(spark, root, "iot", "sensors") if r.record_type != RECORD_TRUNCATE]
     if size <= ps.MAX_EVENT_SIZE:  # written as a regular event
         assert [r.record_type for r in raw] == [RECORD_EVENT]
     else:

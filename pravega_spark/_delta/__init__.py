@@ -20,14 +20,14 @@ session from ``backend_for``, and its transactions' :class:`TableTransaction`
 - ``rows``: a small table's compare-and-set, shared by both backends;
 - ``backend``: the ``DeltaBackend`` protocol and ``backend_for``, the one switch;
 - ``classic_backend``: ``ClassicBackend``, through the JVM;
-- ``connect``: public SQL only (each fence is one MERGE), and ``ConnectTransaction``;
-- ``connect_backend``: ``ConnectBackend``, over ``connect``;
+- ``jvm``: JVM classes looked up once, and the probe of OSS Delta's classes;
+- ``sql``: public SQL only (each fence is one MERGE), and ``SqlTransaction``;
+- ``sql_backend``: ``SqlBackend``, over ``sql``;
 - ``transaction_protocol``: ``TableTransaction``, the verbs both transactions implement.
 """
 
-from .backend import DeltaBackend, backend_for, wants_connect
+from .backend import DeltaBackend, backend_for, backend_kind
 from .classic_backend import ClassicBackend
-from .connect_backend import ConnectBackend
 from .files import (
     AppVersion,
     CommitMetrics,
@@ -53,16 +53,17 @@ from .session import (
     streaming_query_id,
     streaming_query_sink,
 )
+from .sql_backend import SqlBackend
 from .storage import commit_lock, local_dir, read_rows
 from .transaction import DeltaTransaction
 from .transaction_protocol import TableTransaction
 
 __all__ = [
     "CONFLICTS", "DEFAULT_RETRY", "SESSION_CONF", "AppVersion", "arrow_type", "backend_for",
-    "ClassicBackend", "clock", "commit_lock", "commit_times", "CommitMetrics", "ConnectBackend",
+    "ClassicBackend", "clock", "commit_lock", "commit_times", "CommitMetrics", "SqlBackend",
     "DeltaBackend", "DeltaTransaction", "FileEntry", "is_conflict", "local_dir",
     "observed_if_done", "parquet_rows_beside", "PartitionSummary", "read_rows", "Removal",
     "removals", "replace", "retries", "Retry", "retrying", "RetryPolicy", "session_key",
     "set_clock", "streaming_query_id", "streaming_query_sink", "summarize", "summarize_table",
-    "table_state", "TableState", "TableTransaction", "wants_connect",
+    "table_state", "TableState", "TableTransaction", "backend_kind",
 ]

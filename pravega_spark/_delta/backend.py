@@ -7,17 +7,18 @@ tables). It says what must hold, not how:
 
 - ``ClassicBackend`` (``classic_backend.py``) drives a transaction directly through the JVM
   (open, read, decide in Python, commit files placed by hand: ``DeltaTransaction``);
-- ``ConnectBackend`` (``connect_backend.py``), with no JVM handle, expresses the same fence as one
+- ``SqlBackend`` (``connect_backend.py``), with no JVM handle, expresses the same fence as one
   MERGE whose ON clause names the partitions literally and whose condition carries the decision.
 
 Both take and hand out the plain values of ``files.py``, and both implement every method, so a
 method one of them forgot is an ``AttributeError`` at once, never a silent fall into the other's
-path. ``backend_for`` chooses once per session; no module outside ``_delta`` asks which it got,
+path. ``backend_for`` chooses once per session, by capability (``backend_kind``); no module outside ``_delta`` asks which it got,
 only what it can do (``places_files``, ``reads_log_changes``).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import weakref
 from collections.abc import Mapping, Sequence
@@ -27,13 +28,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from ..errors import InvalidConfigError
+from . import jvm
 from .classic_backend import ClassicBackend
-from .connect import BACKEND_ENV, is_connect_session
-from .connect_backend import ConnectBackend
 from .files import CommitMetrics, PartitionSummary, TableState
 from .retry import RetryPolicy
 from .rows import RowsChange
+from .sql import BACKEND_ENV, DATABRICKS_ENV, is_connect_session
+from .sql_backend import SqlBackend
 from .transaction_protocol import TableTransaction
+
+log = logging.getLogger("pravega_spark")
 
 
 class DeltaBackend(Protocol):
@@ -155,34 +159,61 @@ class DeltaBackend(Protocol):
 
 
 _BACKENDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# the values of ``PRAVEGA_SPARK_BACKEND`` (``connect``: the public-API backend's former name)
+_KINDS = {"": "", "classic": "classic", "sql": "sql", "connect": "sql"}
 
 
-def wants_connect(spark: SparkSession) -> bool:
-    """Whether ``spark`` is served by the public-API backend: a Spark Connect session, or any
-    session when ``PRAVEGA_SPARK_BACKEND=connect`` (tests run it on a classic session that way).
+def backend_kind(spark: SparkSession) -> tuple[str, str]:
+    """Which backend serves ``spark`` (``"classic"`` or ``"sql"``) and why, by capability:
+
+    - ``classic`` only where OSS Delta's classes can be driven: the session has a JVM handle, the
+      classes the classic backend calls load there, and its Scala is the one ``_delta`` builds
+      for (``jvm.classic_unavailable``); never on Databricks Runtime
+      (``DATABRICKS_RUNTIME_VERSION`` set), whose Delta is its own;
+    - ``sql`` (public SQL and DataFrame calls only) everywhere else: Spark Connect sessions
+      (Databricks standard and serverless compute), and JVM sessions without OSS Delta.
+
+    ``PRAVEGA_SPARK_BACKEND`` (``classic`` or ``sql``) chooses instead, for tests and for users
+    who want to; ``classic`` where it cannot work is refused.
 
     Raises:
-        InvalidConfigError: the variable has another value, or says ``classic`` for a Connect
-            session (it has no JVM).
+        InvalidConfigError: the variable has another value, or says ``classic`` where the classic
+            backend cannot serve the session (the reason named).
     """
-    forced = os.environ.get(BACKEND_ENV, "").strip().lower()
-    remote = is_connect_session(spark)
-    if forced == "classic" and remote:
-        raise InvalidConfigError(f"{BACKEND_ENV}=classic, but the session is a Spark Connect session (no JVM): "
-                                 "unset it")
-    if forced not in ("", "classic", "connect"):
-        raise InvalidConfigError(f"{BACKEND_ENV} must be 'classic' or 'connect', got {forced!r}")
-    return remote or forced == "connect"
+    raw = os.environ.get(BACKEND_ENV, "").strip().lower()
+    if raw not in _KINDS:
+        raise InvalidConfigError(f"{BACKEND_ENV} must be 'classic' or 'sql', got {raw!r}")
+    forced = _KINDS[raw]
+    if forced == "sql":
+        return "sql", f"{BACKEND_ENV}={raw}"
+    if os.environ.get(DATABRICKS_ENV):
+        why = (f"Databricks Runtime {os.environ[DATABRICKS_ENV]} ships its own Delta, not OSS Delta's classes "
+               "the classic backend drives")
+    elif is_connect_session(spark):
+        why = "the session is a Spark Connect session (no JVM handle)"
+    else:
+        why = jvm.classic_unavailable(spark)
+    if why is None:
+        return "classic", f"OSS Delta (Scala {jvm.SCALA_BINARY}) loads in the session's JVM"
+    if forced == "classic":
+        raise InvalidConfigError(f"{BACKEND_ENV}=classic, but {why}: unset it")
+    return "sql", why
 
 
 def backend_for(spark: SparkSession) -> DeltaBackend:
-    """The backend serving ``spark``, chosen once per session (and per value of
-    ``PRAVEGA_SPARK_BACKEND``): ``ConnectBackend`` where ``wants_connect``, else ``ClassicBackend``."""
-    kind = "connect" if wants_connect(spark) else "classic"
+    """The backend serving ``spark`` (see ``backend_kind``), chosen once per session and per
+    value of ``PRAVEGA_SPARK_BACKEND``; the public-API backend's choice is logged at INFO with
+    its reason."""
+    key = os.environ.get(BACKEND_ENV, "").strip().lower()
     try:
         chosen = _BACKENDS.setdefault(spark, {})
     except TypeError:  # a session that cannot be weakly referenced: not cached
         chosen = {}
-    if kind not in chosen:
-        chosen[kind] = ConnectBackend(spark) if kind == "connect" else ClassicBackend(spark)
-    return chosen[kind]
+    if key not in chosen:
+        kind, why = backend_kind(spark)
+        if kind == "classic":
+            chosen[key] = ClassicBackend(spark)
+        else:
+            log.info("pravega_spark uses its public-API Delta backend (SQL only): %s", why)
+            chosen[key] = SqlBackend(spark)
+    return chosen[key]

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from . import connect, log, object_store, session, storage
+from . import log, object_store, session, sql, storage
 from .files import CommitMetrics, PartitionSummary, TableState
 from .retry import RetryPolicy
 from .rows import RowsChange, replace_rows
@@ -123,7 +123,7 @@ class ClassicBackend:
             if state.files is not None:
                 files = might_hold([f for f in state.files if f.partition(column) == str(int(value))], stat, wanted)
                 return storage.read_rows_where(self.spark, path, files, stat, wanted), len(files)
-        return connect.lookup(self.spark, path, column, value, stat, wanted, version), None
+        return sql.lookup(self.spark, path, column, value, stat, wanted, version), None
 
     def file_changes(self, path: str, start: int, end: int) -> list[tuple[int, list[dict], list[dict]]]:
         return log.file_changes(self.spark, path, start, end)
@@ -132,7 +132,7 @@ class ClassicBackend:
         return log.recent_changes(self.spark, path, since_ms, keep)
 
     def added_in(self, path: str) -> DataFrame:
-        return connect.added_in(self.spark, path)
+        return sql.added_in(self.spark, path)
 
     # ---- commits ----------------------------------------------------------------------------
     def transaction(self, path: str) -> TableTransaction:
@@ -144,7 +144,7 @@ class ClassicBackend:
         return replace_rows(lambda: self.transaction(path), schema, change, what, partition, partition_by, retry)
 
     def delete_matching(self, path: str, source: DataFrame, on: list[str]) -> int:
-        return connect.delete_matching(self.spark, path, source, on)
+        return sql.delete_matching(self.spark, path, source, on)
 
     def truncate(self, path: str, column: str, below: Mapping[int, int | None]) -> CommitMetrics:
         """One DELETE commit on an events table: in each partition of ``below``, the rows with

@@ -55,3 +55,41 @@ def delta_log(spark, path: str):
 def hadoop_path(gateway, *parts):
     """Hadoop's ``Path(*parts)``."""
     return java_class(gateway, "org.apache.hadoop.fs.Path")(*parts)
+
+
+# The OSS Delta classes the classic backend calls (``log``, ``actions``, ``transaction``): on
+# Databricks Runtime none of them exist (its Delta lives under ``com.databricks.sql.transaction.tahoe``).
+# Tests name a class that cannot load here to see the fallback.
+PROBED_CLASSES = (
+    "org.apache.spark.sql.delta.DeltaLog",
+    "org.apache.spark.sql.delta.actions.Action",
+    "org.apache.spark.sql.delta.DeltaOperations",
+    "org.apache.spark.sql.delta.util.JsonUtils",
+)
+# the Scala version whose collections ``actions`` builds (``ArraySeq``: 2.13)
+SCALA_BINARY = "2.13"
+
+
+def classic_unavailable(spark) -> str | None:
+    """Why the classic backend cannot serve ``spark``, or None when it can: the session has a
+    JVM handle, every class of ``PROBED_CLASSES`` loads (a py4j name that is not a class comes
+    back as a ``JavaPackage`` and fails only when called, so each is loaded by name), and the
+    JVM's Scala is ``SCALA_BINARY``. A few py4j calls, made once per session by ``backend_for``."""
+    gateway = getattr(spark, "_jvm", None)
+    if gateway is None or getattr(spark, "_jsparkSession", None) is None:
+        return "the session has no JVM handle"
+    from py4j.protocol import Py4JError
+
+    try:
+        loader = gateway.py4j.reflection.ReflectionUtil
+        for name in PROBED_CLASSES:
+            loader.classForName(name)
+        scala = str(gateway.scala.util.Properties.versionNumberString())
+    except Py4JError as exc:
+        first = str(exc).strip().splitlines()
+        missing = next((line for line in first if "ClassNotFound" in line or "NoClassDefFound" in line),
+                       first[0] if first else type(exc).__name__)
+        return f"OSS Delta's classes do not load in the session's JVM ({missing.strip()[:160]})"
+    if not (scala == SCALA_BINARY or scala.startswith(SCALA_BINARY + ".")):
+        return f"the JVM runs Scala {scala}, and the classic backend builds Scala {SCALA_BINARY} collections"
+    return None

@@ -54,7 +54,7 @@ class RetryPolicy:
 DEFAULT_RETRY = RetryPolicy()
 
 # The message of the error a Spark Connect commit raises when the rows it was decided on changed
-# before it ran (``connect.ConnectTransaction``): a conflict, like Delta's own.
+# before it ran (``sql.SqlTransaction``): a conflict, like Delta's own.
 STALE = "pravega_spark: stale read"
 
 

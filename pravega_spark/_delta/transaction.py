@@ -238,7 +238,7 @@ class DeltaTransaction:
 
     def expect_tails(self, column: str, tails: dict[int, int]) -> None:
         """Nothing to do here: this transaction's fence is its snapshot and the partitions it
-        tracks (``ConnectTransaction`` turns the same call into its MERGE's condition)."""
+        tracks (``SqlTransaction`` turns the same call into its MERGE's condition)."""
 
     def lookup(self, column: str, value: int, stat: str, wanted: Sequence[int]) -> list[dict]:
         """The rows of partition ``column = value`` whose ``stat`` is one of ``wanted``, read from

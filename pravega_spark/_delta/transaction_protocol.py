@@ -14,7 +14,7 @@ The verbs say what they fence and what they read:
   ``files_in``, ``files_where``, ``read_files_in``, ``partition_files_since``, ``unfenced_files``,
   ``track_files``, ``read_files``, ``write``, ``record_metrics``, ``commit_new_table``.
 
-``transaction.DeltaTransaction`` (classic) and ``connect.ConnectTransaction`` (public SQL) both
+``transaction.DeltaTransaction`` (classic) and ``sql.SqlTransaction`` (public SQL) both
 implement every verb. What a backend cannot do it refuses by name with
 ``UnsupportedOperationError`` (Connect: the file verbs; classic: the insert at the tails, which
 its appends do by placing files). ``tests/unit`` checks both against this list.

@@ -350,7 +350,7 @@ class Appender:
 
     def attempt_at_tails(self, events: DataFrame, order: list[str], number: int | None) -> WriteResult:
         """One attempt of an append over Spark Connect: the events placed at the tails (from this
-        writer's last commit, else read), inserted by one fenced MERGE (``_delta.connect``) that
+        writer's last commit, else read), inserted by one fenced MERGE (``_delta.sql``) that
         inserts nothing if the tails moved or a segment was sealed. A write number rides with the
         MERGE as Delta's idempotent-DML setting: Delta skips a number it already recorded."""
         txn = self.transaction()

@@ -28,12 +28,12 @@ def events_df(spark, rows):
     return spark.createDataFrame(rows, "routing_key string, event string")
 
 
-def test_the_session_is_remote_and_the_backend_is_connect(spark, manager):
+def test_the_session_is_remote_and_the_backend_is_sql(spark, manager):
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     assert isinstance(spark, ConnectSession)
-    assert _delta.wants_connect(spark)
-    assert repr(manager._store.backend) == "ConnectBackend()"
+    assert _delta.backend_kind(spark) == ("sql", "the session is a Spark Connect session (no JVM handle)")
+    assert repr(manager._store.backend) == "SqlBackend()"
     assert_no_jvm()
 
 

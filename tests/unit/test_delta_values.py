@@ -86,7 +86,7 @@ def test_both_backends_implement_every_operation_of_the_seam_with_its_signature(
     operations = [n for n, v in vars(_delta.DeltaBackend).items() if callable(v) and not n.startswith("_")]
     assert {"qualify", "table_state", "read_rows", "summarize", "replace_rows", "transaction",
             "file_changes", "vacuum"} <= set(operations)
-    for backend in (_delta.ClassicBackend, _delta.ConnectBackend):
+    for backend in (_delta.ClassicBackend, _delta.SqlBackend):
         for name in operations:
             assert inspect.signature(getattr(backend, name)) == inspect.signature(
                 getattr(_delta.DeltaBackend, name)), (backend, name)

@@ -7,7 +7,7 @@ import pathlib
 import pravega_spark
 from pravega_spark import _delta
 from pravega_spark._delta.backend import DeltaBackend
-from pravega_spark._delta.connect import ConnectTransaction
+from pravega_spark._delta.sql import SqlTransaction
 from pravega_spark._delta.transaction import DeltaTransaction
 from pravega_spark._delta.transaction_protocol import VERBS, TableTransaction
 
@@ -70,7 +70,7 @@ def test_both_transactions_implement_every_verb_and_nothing_falls_through():
     declared = {n for n, v in vars(TableTransaction).items()
                 if not n.startswith("_") and (callable(v) or isinstance(v, property))}
     assert set(VERBS) == declared
-    for cls in (DeltaTransaction, ConnectTransaction):
+    for cls in (DeltaTransaction, SqlTransaction):
         assert set(VERBS) <= _public_methods(cls), (cls, set(VERBS) - _public_methods(cls))
         assert "__getattr__" not in vars(cls), cls
 
@@ -78,14 +78,14 @@ def test_both_transactions_implement_every_verb_and_nothing_falls_through():
 def test_both_backends_implement_the_whole_protocol_and_neither_inherits_the_other():
     declared = {n for n in vars(DeltaBackend) if not n.startswith("_") and callable(vars(DeltaBackend)[n])}
     assert {"transaction", "truncate", "remove_tables", "require_placed_files"} <= declared
-    for cls in (_delta.ClassicBackend, _delta.ConnectBackend):
+    for cls in (_delta.ClassicBackend, _delta.SqlBackend):
         assert declared <= _public_methods(cls), (cls, declared - _public_methods(cls))
         assert isinstance(cls.places_files, bool) and isinstance(cls.reads_log_changes, bool)
-    assert not issubclass(_delta.ConnectBackend, _delta.ClassicBackend)
-    assert not issubclass(_delta.ClassicBackend, _delta.ConnectBackend)
+    assert not issubclass(_delta.SqlBackend, _delta.ClassicBackend)
+    assert not issubclass(_delta.ClassicBackend, _delta.SqlBackend)
 
 
 def test_no_module_is_over_700_lines_but_the_two_allowed():
-    allowed = {"_delta/connect.py", "stream/stream_cut.py"}
+    allowed = {"_delta/sql.py", "stream/stream_cut.py"}
     over = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
     assert {p: n for p, n in over.items() if n > 700 and p not in allowed} == {}

@@ -1,8 +1,8 @@
-"""``ConnectBackend``: the seam with public SQL and DataFrame calls only (``connect``).
+"""``SqlBackend``: the seam with public SQL and DataFrame calls only (``sql``).
 
 It serves Spark Connect sessions (Databricks serverless and standard clusters), which have no
 JVM handle. Each fence is one MERGE whose ON clause names the partitions literally and whose
-condition carries the decision (``connect.ConnectTransaction``); truncation is DELETEs on
+condition carries the decision (``sql.SqlTransaction``); truncation is DELETEs on
 partition values; nothing reads Delta's log files or places a file by hand, and nothing sets a
 session setting.
 """
@@ -15,14 +15,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from ..errors import UnsupportedOperationError
-from . import connect
+from . import sql
 from .files import CommitMetrics, PartitionSummary, TableState
 from .retry import RetryPolicy, retrying
 from .rows import RowsChange, replace_rows
 from .transaction_protocol import TableTransaction
 
 
-class ConnectBackend:
+class SqlBackend:
     """``DeltaBackend`` with public SQL only."""
 
     places_files = False
@@ -32,7 +32,7 @@ class ConnectBackend:
         self.spark = spark
 
     def __repr__(self) -> str:
-        return "ConnectBackend()"
+        return "SqlBackend()"
 
     # ---- capabilities and the session --------------------------------------------------------
     def require_placed_files(self, capability: str) -> None:
@@ -77,44 +77,44 @@ class ConnectBackend:
 
     # ---- tables -----------------------------------------------------------------------------
     def qualify(self, path: str) -> str:
-        return connect.qualify(self.spark, path)
+        return sql.qualify(self.spark, path)
 
     def exists(self, path: str) -> bool:
-        return connect.exists(self.spark, path)
+        return sql.exists(self.spark, path)
 
     def is_table(self, path: str) -> bool:
-        return connect.exists(self.spark, path)
+        return sql.exists(self.spark, path)
 
     def latest(self, path: str) -> tuple[int, str]:
-        return connect.latest(self.spark, path)
+        return sql.latest(self.spark, path)
 
     def version(self, path: str) -> int:
-        return connect.version(self.spark, path)
+        return sql.version(self.spark, path)
 
     def table_state(self, path: str, version: int | None = None) -> TableState:
-        number = connect.version(self.spark, path) if version is None else int(version)
-        return TableState(number, connect.table_id(self.spark, path) if number >= 0 else None, None)
+        number = sql.version(self.spark, path) if version is None else int(version)
+        return TableState(number, sql.table_id(self.spark, path) if number >= 0 else None, None)
 
     def create_table(self, path: str, schema: StructType, partition_by: tuple[str, ...] = (),
                      properties: dict[str, str] | None = None, rows: list[tuple] | None = None) -> bool:
-        return retrying(lambda: connect.create_table(self.spark, path, schema, partition_by, properties, rows),
+        return retrying(lambda: sql.create_table(self.spark, path, schema, partition_by, properties, rows),
                         f"create table {path}")
 
     def read(self, path: str, version: int | None = None) -> DataFrame:
-        return connect.read(self.spark, path, version)
+        return sql.read(self.spark, path, version)
 
     def read_rows(self, path: str, column: str | None = None, value: str | None = None) -> list[dict] | None:
         """One query (no file access; and a cache check would cost one too); no rows when the
         table does not exist yet."""
-        return connect.read_rows(self.spark, path, column, value)
+        return sql.read_rows(self.spark, path, column, value)
 
     def summarize(self, path: str, column: str, values: Sequence[int], end_column: str, stat: str,
                   version: int | None = None) -> dict[int, PartitionSummary]:
-        return connect.summarize(self.spark, path, column, values, end_column, stat, version)
+        return sql.summarize(self.spark, path, column, values, end_column, stat, version)
 
     def lookup(self, path: str, column: str, value: int, stat: str, wanted: list[int],
                version: int | None = None) -> tuple[list[dict], int | None]:
-        return connect.lookup(self.spark, path, column, value, stat, wanted, version), None
+        return sql.lookup(self.spark, path, column, value, stat, wanted, version), None
 
     def file_changes(self, path: str, start: int, end: int) -> list[tuple[int, list[dict], list[dict]]]:
         raise UnsupportedOperationError("reading the adds and removes of Delta's log over Spark Connect")
@@ -123,11 +123,11 @@ class ConnectBackend:
         raise UnsupportedOperationError("reading the recent commits of Delta's log over Spark Connect")
 
     def added_in(self, path: str) -> DataFrame:
-        return connect.added_in(self.spark, path)
+        return sql.added_in(self.spark, path)
 
     # ---- commits ----------------------------------------------------------------------------
     def transaction(self, path: str) -> TableTransaction:
-        return connect.ConnectTransaction(self.spark, path)
+        return sql.SqlTransaction(self.spark, path)
 
     def replace_rows(self, path: str, schema: StructType, change: RowsChange, what: str,
                      partition: tuple[str, str] | None = None, partition_by: tuple[str, ...] = (),
@@ -135,23 +135,23 @@ class ConnectBackend:
         return replace_rows(lambda: self.transaction(path), schema, change, what, partition, partition_by, retry)
 
     def delete_matching(self, path: str, source: DataFrame, on: list[str]) -> int:
-        return connect.delete_matching(self.spark, path, source, on)
+        return sql.delete_matching(self.spark, path, source, on)
 
     def truncate(self, path: str, column: str, below: Mapping[int, int | None]) -> CommitMetrics:
-        """DELETEs on partition values: see ``connect.truncate``."""
-        return CommitMetrics(*connect.truncate(self.spark, path, column, below))
+        """DELETEs on partition values: see ``sql.truncate``."""
+        return CommitMetrics(*sql.truncate(self.spark, path, column, below))
 
     # ---- storage ----------------------------------------------------------------------------
     def vacuum(self, path: str, retention_hours: float | None) -> None:
-        connect.vacuum(self.spark, path, retention_hours)
+        sql.vacuum(self.spark, path, retention_hours)
 
     def remove_tables(self, paths: Sequence[str], folder: str | None = None) -> bool:
         """Empty each table that exists (the client has no file system; VACUUM removes the bytes
         later, and a table created again at a path refills it). True if one existed."""
         found = False
         for path in paths:
-            if connect.exists(self.spark, path):
-                connect.delete_where(self.spark, path, "true")
+            if sql.exists(self.spark, path):
+                sql.delete_where(self.spark, path, "true")
                 found = True
         return found
 

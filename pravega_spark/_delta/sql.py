@@ -1,7 +1,8 @@
-"""The Delta seam over Spark Connect: public SQL and DataFrame calls only, no JVM handle.
+"""The Delta seam with public SQL and DataFrame calls only: no JVM handle, no session setting.
 
-Databricks serverless and standard (shared) clusters hand out Spark Connect sessions: no
-``_jvm``, no ``_jsparkSession``, no ``_jdf``. A commit there is one Delta command, so each fence
+Databricks serverless and standard clusters hand out Spark Connect sessions (no ``_jvm``, no
+``_jsparkSession``, no ``_jdf``), and no Databricks Runtime ships OSS Delta's classes, so this is
+the backend every Databricks compute gets (``backend.backend_kind``). A commit there is one Delta command, so each fence
 of the classic backend (a transaction driven directly) becomes one MERGE whose ON clause names the
 fenced partitions literally (Delta's conflict checker then fails it on a concurrent add there, as
 it fails the classic transaction) and whose conditions carry the decision taken on the rows read:
@@ -20,7 +21,7 @@ it fails the classic transaction) and whose conditions carry the decision taken 
   the MERGE commits nothing, and the writer retries from fresh tails. (Not an insert-only MERGE
   inserting nothing: that still commits, and would record an idempotent write's number.)
 
-``ConnectTransaction`` offers the part of ``DeltaTransaction``'s interface these need, so the
+``SqlTransaction`` offers the part of ``DeltaTransaction``'s interface these need, so the
 control plane's code is the same on both backends. What Connect cannot express (placing files at
 commit, application versions read back from the log, job-free log reads) raises
 ``UnsupportedOperationError`` naming the capability.
@@ -51,6 +52,7 @@ from .retry import STALE, Retry
 log = logging.getLogger("pravega_spark")
 
 BACKEND_ENV = "PRAVEGA_SPARK_BACKEND"
+DATABRICKS_ENV = "DATABRICKS_RUNTIME_VERSION"  # set on every Databricks Runtime cluster
 FINGERPRINT = "__fp"
 # Spark Connect's client logs a failed query at ERROR (with the server's stack trace) before it
 # raises: our expected failures (a stale read, a missing table) are not errors to a user
@@ -58,7 +60,7 @@ _CLIENT_LOGGERS = ("SQLQueryContextLogger", "pyspark.sql.connect.client.logger",
 
 
 def is_connect_session(spark: SparkSession) -> bool:
-    """Whether ``spark`` is a Spark Connect session (``backend.wants_connect`` decides the backend)."""
+    """Whether ``spark`` is a Spark Connect session (``backend.backend_kind`` decides the backend)."""
     try:
         from pyspark.sql.connect.session import SparkSession as ConnectSession
     except ImportError:  # the connect extra is not installed: no session can be one
@@ -174,7 +176,7 @@ def create_table(spark: SparkSession, path: str, schema: StructType, partition_b
         # a table emptied by a deletion over Connect (no folder can be removed) counts as absent
         # for rows: they go in if it is still empty when they are inserted
         if rows:
-            txn = ConnectTransaction(spark, path)
+            txn = SqlTransaction(spark, path)
             if not txn.rows(txn.read_whole_table()):
                 txn.commit(txn.write_rows(rows, schema))
                 return True
@@ -284,7 +286,7 @@ def lookup(spark: SparkSession, path: str, column: str, value: int, stat: str, w
 # ---- the transaction ----------------------------------------------------------------------------
 @dataclass
 class FenceRead:
-    """A read of a ``ConnectTransaction``: the fence (SQL over the target ``t``) and the
+    """A read of a ``SqlTransaction``: the fence (SQL over the target ``t``) and the
     fingerprints of every row it found."""
 
     fence: str
@@ -293,7 +295,7 @@ class FenceRead:
 
 @dataclass
 class RowRead:
-    """One row read by a ``ConnectTransaction`` (what ``DeltaTransaction`` calls a file): its
+    """One row read by a ``SqlTransaction`` (what ``DeltaTransaction`` calls a file): its
     values and fingerprint. ``partition`` gives a column's value as a string, like a file's
     partition value."""
 
@@ -327,7 +329,7 @@ class NewRows:
         self.num_records = len(self.rows)
 
 
-class ConnectTransaction:
+class SqlTransaction:
     """A commit of the Connect backend, with ``DeltaTransaction``'s interface (the part the
     control plane uses): reads declare the fence, ``commit`` is one MERGE (see the module
     docstring). Nothing is written before ``commit``."""
@@ -346,7 +348,7 @@ class ConnectTransaction:
         self.committed_version: int | None = None  # the version of the last insert, when found
 
     def __repr__(self) -> str:
-        return f"ConnectTransaction({self.path}, read_version={self.read_version})"
+        return f"SqlTransaction({self.path}, read_version={self.read_version})"
 
     @property
     def read_version(self) -> int:

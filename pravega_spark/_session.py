@@ -25,6 +25,10 @@ LOCAL_DEFAULTS = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.showConsoleProgress": "false",
+    # VACUUM lists a table with this many tasks (10,000 by default: about 25 s per small table on
+    # two cores); a store's tables want a few. Set here, where the session is built: the public-API
+    # backend never sets a session setting
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
     "spark.driver.extraJavaOptions": "-Dderby.system.home=/tmp/derby "
                                      f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}",
 }

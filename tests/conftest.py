@@ -103,10 +103,70 @@ def stream2_template(spark, tmp_path_factory) -> str:
     return root
 
 
+def pytest_generate_tests(metafunc):
+    """A test marked ``both_backends`` runs once per Delta backend (only ``sql`` in the Connect
+    tier: a Connect session has no other)."""
+    if metafunc.definition.get_closest_marker("both_backends"):
+        metafunc.parametrize("delta_backend", ["sql"] if CONNECT else ["classic", "sql"], indirect=True)
+
+
+class SessionSettingGuard:
+    """Records every session setting set or unset from inside ``pravega_spark`` (not by
+    ``ps.spark_session``, which sets what its caller asks for): the public-API backend must set
+    none, since Databricks serverless refuses them."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def wrap(self, original, verb: str):
+        guard = self
+
+        def recorded(conf, key, *args):
+            import traceback
+
+            ours = [f for f in traceback.extract_stack()[:-1]
+                    if "/pravega_spark/" in f.filename and not f.filename.endswith("_session.py")]
+            if ours:
+                guard.calls.append(f"{verb} {key} from {ours[-1].filename.split('/pravega_spark/')[-1]}:"
+                                   f"{ours[-1].lineno}")
+            return original(conf, key, *args)
+
+        return recorded
+
+    def install(self, monkeypatch) -> None:
+        from pyspark.sql.conf import RuntimeConfig
+
+        targets = [RuntimeConfig]
+        try:
+            from pyspark.sql.connect.conf import RuntimeConf
+            targets.append(RuntimeConf)
+        except ImportError:
+            pass
+        for cls in targets:
+            for verb in ("set", "unset"):
+                monkeypatch.setattr(cls, verb, self.wrap(getattr(cls, verb), verb))
+
+
+@pytest.fixture
+def delta_backend(request, monkeypatch):
+    """The backend a ``both_backends`` test runs on: ``PRAVEGA_SPARK_BACKEND`` set for it, and on
+    ``sql`` the session-setting guard (it fails the test at teardown)."""
+    kind = request.param
+    if not CONNECT:
+        monkeypatch.setenv("PRAVEGA_SPARK_BACKEND", kind)
+    guard = SessionSettingGuard()
+    if kind == "sql":
+        guard.install(monkeypatch)
+    yield kind
+    assert guard.calls == [], f"pravega_spark set session settings on the public-API backend: {guard.calls}"
+
+
 @pytest.fixture
 def manager(spark, root, request) -> ps.StreamManager:
     """A manager over an empty store at ``root`` (for a test that uses ``stream2``, over a copy of
-    ``stream2_template`` made first)."""
+    ``stream2_template`` made first), on the test's ``delta_backend`` where it has one."""
+    if "delta_backend" in request.fixturenames:
+        request.getfixturevalue("delta_backend")
     if "stream2" in request.fixturenames:
         copy_store(request.getfixturevalue("stream2_template"), root)
         if not CONNECT:

@@ -7,10 +7,12 @@ from collections import defaultdict
 from pravega_spark.store.schema import (
     CHUNK_TYPES,
     HEADER_SIZE,
+    MARKS_SEGMENT,
     RECORD_EVENT,
     RECORD_SEAL,
     RECORD_STAGED,
     RECORD_TRUNCATE,
+    RECORD_WRITE_MARK,
 )
 from pravega_spark.writers.transactions import parse_txn_id, staging_partition
 from tests.helpers import absolute_events
@@ -42,6 +44,9 @@ def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
     for r in rows:
         if r.record_type == RECORD_STAGED:
             assert r.segment_id in undecided, f"staged row of a decided or unknown transaction: {r}"
+            continue
+        if r.segment_id == MARKS_SEGMENT:  # a writer's write number (the public-API backend)
+            assert r.record_type == RECORD_WRITE_MARK and r.writer_id, f"not a write mark in the marks partition: {r}"
             continue
         assert r.segment_id in segments, r.segment_id
         assert r.segment_id not in truncation.deleted_segments, f"row of deleted segment {r.segment_id}"

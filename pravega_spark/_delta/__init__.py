@@ -53,6 +53,7 @@ from .session import (
     streaming_query_id,
     streaming_query_sink,
 )
+from .sql import MARKS_SEGMENT, RECORD_WRITE_MARK
 from .sql_backend import SqlBackend
 from .storage import commit_lock, local_dir, read_rows
 from .transaction import DeltaTransaction
@@ -61,7 +62,7 @@ from .transaction_protocol import TableTransaction
 __all__ = [
     "CONFLICTS", "DEFAULT_RETRY", "SESSION_CONF", "AppVersion", "arrow_type", "backend_for",
     "ClassicBackend", "clock", "commit_lock", "commit_times", "CommitMetrics", "SqlBackend",
-    "DeltaBackend", "DeltaTransaction", "FileEntry", "is_conflict", "local_dir",
+    "DeltaBackend", "DeltaTransaction", "MARKS_SEGMENT", "RECORD_WRITE_MARK", "FileEntry", "is_conflict", "local_dir",
     "observed_if_done", "parquet_rows_beside", "PartitionSummary", "read_rows", "Removal",
     "removals", "replace", "retries", "Retry", "retrying", "RetryPolicy", "session_key",
     "set_clock", "streaming_query_id", "streaming_query_sink", "summarize", "summarize_table",

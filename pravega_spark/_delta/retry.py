@@ -69,6 +69,13 @@ class Retry(Exception):
     """Raised inside a retried step to ask for another attempt (e.g. a stale read was detected)."""
 
 
+def raised(exc: BaseException, message: str) -> bool:
+    """Whether ``exc`` is the ``raise_error(message...)`` of our own statement, judged by its first
+    line: an error that merely quotes the statement's plan (which holds the same text) is not."""
+    first = str(exc).strip().split("\n", 1)[0]
+    return "USER_RAISED_EXCEPTION" in first and message in first
+
+
 def is_conflict(exc: BaseException) -> bool:
     """Whether ``exc`` is one of Delta's optimistic-concurrency conflicts (never a damaged log)."""
     text = str(exc)
@@ -81,7 +88,7 @@ def is_conflict(exc: BaseException) -> bool:
     # it on; conflicts from a transaction driven through the JVM (see ``DeltaTransaction``) arrive
     # as a Py4J error naming them.
     return ("FileAlreadyExistsException" in text or "DELTA_CONCURRENT" in text
-            or "RemoteFileChangedException" in text or "PreconditionFailed" in text or STALE in text
+            or "RemoteFileChangedException" in text or "PreconditionFailed" in text or raised(exc, STALE)
             or any(f"exceptions.{cls.__name__}" in text for cls in CONFLICTS))
 
 

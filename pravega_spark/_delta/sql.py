@@ -30,6 +30,7 @@ commit, application versions read back from the log, job-free log reads) raises
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -47,7 +48,7 @@ from pyspark.sql.types import (
 
 from ..errors import InvalidConfigError, UnsupportedOperationError
 from .files import AppVersion, PartitionSummary
-from .retry import STALE, Retry
+from .retry import STALE, Retry, raised
 
 log = logging.getLogger("pravega_spark")
 
@@ -193,49 +194,51 @@ def create_table(spark: SparkSession, path: str, schema: StructType, partition_b
     return True
 
 
-# VACUUM lists a table with Spark's partition-discovery parallelism (10,000 tasks by default:
-# about 25 s per small table on two cores); a store's tables need a few
-VACUUM_LISTING = {"spark.sql.sources.parallelPartitionDiscovery.parallelism": "4"}
+# Delta refuses a VACUUM retention shorter than the table's ``delta.deletedFileRetentionDuration``
+# unless a session setting turns its check off (refused on serverless): a shorter one lowers the
+# property for that VACUUM, then puts it back
+RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
+DEFAULT_RETENTION_HOURS = 168.0
 
 
 def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> None:
-    """``VACUUM`` (Delta's default retention when ``retention_hours`` is None; a shorter one
-    turns Delta's retention check off for this command, where the session allows it)."""
-    retain = "" if retention_hours is None else f" RETAIN {float(retention_hours)} HOURS"
-    conf = dict(VACUUM_LISTING)
-    if retention_hours is not None:
-        conf["spark.databricks.delta.retentionDurationCheck.enabled"] = "false"
-    with session_conf(spark, conf):
-        spark.sql(f"VACUUM {table(path)}{retain}").collect()
+    """``VACUUM`` with the table's retention (``retention_hours`` None), or a shorter one for
+    this command only (see ``RETENTION_PROPERTY``). No session setting: list-heavy VACUUMs want
+    ``spark.sql.sources.parallelPartitionDiscovery.parallelism`` low where the session is built
+    (``ps.spark_session`` does; Databricks tunes its own VACUUM)."""
+    if retention_hours is None:
+        spark.sql(f"VACUUM {table(path)}").collect()
+        return
+    hours = float(retention_hours)
+    rows = spark.sql(f"SHOW TBLPROPERTIES {table(path)} ({literal(RETENTION_PROPERTY)})").collect()
+    kept = rows[0][1] if rows and "does not have" not in str(rows[0][1]) else None
+    if hours >= _interval_hours(kept):
+        spark.sql(f"VACUUM {table(path)} RETAIN {hours} HOURS").collect()
+        return
+    spark.sql(f"ALTER TABLE {table(path)} SET TBLPROPERTIES ({literal(RETENTION_PROPERTY)} = "
+              f"{literal(f'interval {int(hours * 3600)} seconds')})")
+    try:
+        spark.sql(f"VACUUM {table(path)} RETAIN {hours} HOURS").collect()
+    finally:
+        if kept is None:
+            spark.sql(f"ALTER TABLE {table(path)} UNSET TBLPROPERTIES IF EXISTS ({literal(RETENTION_PROPERTY)})")
+        else:
+            spark.sql(f"ALTER TABLE {table(path)} SET TBLPROPERTIES ({literal(RETENTION_PROPERTY)} = {literal(kept)})")
 
 
-class session_conf:
-    """Set session settings for one command, then put the previous values back. A setting the
-    session refuses (Databricks serverless allows few) is left as it is."""
-
-    def __init__(self, spark: SparkSession, conf: Mapping[str, str], strict: bool = False) -> None:
-        self.spark = spark
-        self.conf = dict(conf)
-        self.strict = strict
-        self.previous: dict[str, str | None] = {}
-
-    def __enter__(self) -> None:
-        for key, value in self.conf.items():
-            try:
-                self.previous[key] = self.spark.conf.get(key, None)
-                self.spark.conf.set(key, value)
-            except Exception as exc:  # noqa: BLE001 - refused: the command runs with the session's value
-                if self.strict:
-                    raise
-                log.debug("setting %s refused: %s", key, str(exc).splitlines()[0])
-                self.previous.pop(key, None)
-
-    def __exit__(self, *exc) -> None:
-        for key, value in self.previous.items():
-            if value is None:
-                self.spark.conf.unset(key)
-            else:
-                self.spark.conf.set(key, value)
+def _interval_hours(text: str | None) -> float:
+    """Hours of a Delta interval property (``interval 7 days``; None: Delta's default, 7 days)."""
+    if not text:
+        return DEFAULT_RETENTION_HOURS
+    parts = str(text).lower().replace("interval", "").split()
+    units = {"second": 1 / 3600, "minute": 1 / 60, "hour": 1.0, "day": 24.0, "week": 168.0}
+    total = 0.0
+    for number, unit in zip(parts[::2], parts[1::2], strict=False):
+        scale = next((v for k, v in units.items() if unit.startswith(k)), None)
+        if scale is None:
+            return DEFAULT_RETENTION_HOURS
+        total += float(number) * scale
+    return total
 
 
 def delete_where(spark: SparkSession, path: str, condition: str) -> tuple[int | None, dict[str, int]]:
@@ -427,24 +430,20 @@ class SqlTransaction:
 
     def insert_frame(self, source: DataFrame, app: AppVersion | None = None) -> int:
         """Insert ``source``'s rows at the tails read (or expected): the rows inserted (0: the
-        source was empty), -1 when Delta skipped the command as an application version already
-        recorded.
+        source was empty), -1 when ``app``'s number was recorded already (the events table's write
+        mark holds it or a larger one: nothing was written).
 
         Raises:
             Retry: the tails moved (or a segment was sealed) since: nothing was written.
         """
-        import uuid
-
-        token = f"pravega-spark-{uuid.uuid4()}"
-        with app_version_conf(self.spark, app), session_conf(self.spark, {USER_METADATA_CONF: token}):
-            if self._tail_end is None:
-                inserted = fenced_insert(self.spark, self.path, source, self._tail_column, self._tails,
-                                         numbered=app is not None)
-            else:  # a versioned table (``expect_max``): always fail when stale
-                inserted = fenced_insert(self.spark, self.path, source, self._tail_column, self._tails,
-                                         seal_type=None, end_column=self._tail_end, start_column=None)
+        if self._tail_end is None:
+            inserted = fenced_insert(self.spark, self.path, source, self._tail_column, self._tails,
+                                     numbered=app is not None, mark=app)
+        else:  # a versioned table (``expect_max``): always fail when stale
+            inserted = fenced_insert(self.spark, self.path, source, self._tail_column, self._tails,
+                                     seal_type=None, end_column=self._tail_end, start_column=None)
         self.inserted = inserted
-        self.committed_version = committed_version(self.spark, self.path, token) if inserted > 0 else None
+        self.committed_version = None  # finding it would cost a query (and a session setting to tag it)
         return inserted
 
     # ---- versioned entries (key-value tables) --------------------------------------------------
@@ -493,11 +492,17 @@ class SqlTransaction:
         return AppVersion(app_id, int(number))
 
     def app_version(self, app_id: str) -> int:
-        """The largest version recorded for ``app_id`` (-1: none), read from the log by a query."""
-        return app_versions(self.spark, self.path, app_id).get(app_id, (-1, None))[0]
+        """The largest number recorded for ``app_id`` (-1: none): its write mark, one query."""
+        return self.app_versions(app_id).get(app_id, (-1, None))[0]
 
     def app_versions(self, prefix: str) -> dict[str, tuple[int, int | None]]:
-        return app_versions(self.spark, self.path, prefix)
+        """The write marks of the application ids starting with ``prefix``: each one's number and
+        last update (ms), one query over the marks partition."""
+        rows = (read(self.spark, self.path)
+                .where((F.col("segment_id") == MARKS_SEGMENT) & F.col("writer_id").startswith(prefix))
+                .groupBy("writer_id").agg(F.max("rel_offset").alias("number"),
+                                          F.max("rel_next_offset").alias("updated")).collect())
+        return {r["writer_id"]: (int(r["number"]), None if r["updated"] is None else int(r["updated"])) for r in rows}
 
     # ---- files placed by hand: the classic transaction's; no public API offers them -----------
     @staticmethod
@@ -557,8 +562,10 @@ class SqlTransaction:
             if rows:
                 self.insert_frame(self.spark.createDataFrame(rows, schema), apps[0] if apps else None)
         elif self._reads:
-            with app_version_conf(self.spark, apps[0] if apps else None):
-                self._commit_rows(rows, schema, removed)
+            if apps:
+                raise UnsupportedOperationError("an application version with a compare-and-set of rows on the "
+                                                "public-API backend")
+            self._commit_rows(rows, schema, removed)
         elif rows:
             writer = self.spark.createDataFrame(rows, schema).write.format("delta").mode("append")
             if apps:
@@ -617,51 +624,60 @@ class SqlTransaction:
             source=source).collect()
 
 
-USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
-
-
-def committed_version(spark: SparkSession, path: str, token: str, depth: int = 20) -> int | None:
-    """The version of the commit recorded with ``token`` as its user metadata, among the latest
-    ``depth`` (None: not found, e.g. the session refused the setting)."""
-    found = (spark.sql(f"DESCRIBE HISTORY {table(path)} LIMIT {int(depth)}")
-             .where(F.col("userMetadata") == token).select("version").collect())
-    return int(found[0][0]) if found else None
-
-
-APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
-APP_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
-
-
-def app_version_conf(spark: SparkSession, app: AppVersion | None) -> session_conf:
-    """Delta's idempotent DML settings (``spark.databricks.delta.write.txnAppId/txnVersion``) for
-    one command: Delta records the version with the command's commit, or skips a command whose
-    version it already holds for the id. A refused setting is an error here: the command would
-    not be idempotent."""
-    conf = {} if app is None else {APP_ID_CONF: app.app_id, APP_VERSION_CONF: str(app.version)}
-    return session_conf(spark, conf, strict=True)
-
-
 # Delta's error when a target row matches several source rows: in ``fenced_insert`` it can only
 # mean a row past a tail (or a seal) in the fenced region, i.e. stale tails
 MULTIPLE_MATCHES = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
 
 
+# Write numbers on this backend ride in the rows, never in a session setting (Delta's
+# idempotent-DML settings ``spark.databricks.delta.write.txnAppId/txnVersion`` are refused on
+# serverless): an application id's number is one row of the events table, its *write mark*, in a
+# partition no segment or transaction staging area uses (``segment_id = MARKS_SEGMENT``, below
+# every staging partition), ``base_offset = end_offset`` = a slot hashed from the id.
+# ``writer_id`` holds the id, ``rel_offset`` the number, ``rel_next_offset`` its time (ms). The
+# fenced MERGE that inserts a write also fences its mark's slot and updates the mark in the same
+# commit; a number not above the mark's fails it (nothing written).
+MARKS_SEGMENT = -(1 << 62) - 1
+RECORD_WRITE_MARK = -5
+DUPLICATE = "PRAVEGA_SPARK_DUPLICATE_WRITE"
+
+
+def mark_slot(app_id: str) -> int:
+    """The marks partition's ``base_offset`` for ``app_id`` (several ids may share one: the
+    mark is matched by ``writer_id`` too)."""
+    return zlib.crc32(app_id.encode("utf-8"))
+
+
+def mark_row(spark: SparkSession, schema: StructType, app: AppVersion) -> DataFrame:
+    """``app``'s write mark as a one-row DataFrame of the events table's ``schema``."""
+    slot = mark_slot(app.app_id)
+    values = {"segment_id": MARKS_SEGMENT, "base_offset": slot, "end_offset": slot, "rel_offset": int(app.version),
+              "rel_next_offset": int(app.last_updated), "record_type": RECORD_WRITE_MARK, "writer_id": app.app_id,
+              "write_time": datetime.fromtimestamp(app.last_updated / 1000, tz=timezone.utc)}
+    return spark.createDataFrame([tuple(values.get(f.name) for f in schema.fields)], schema)
+
+
 def fenced_insert(spark: SparkSession, path: str, source: DataFrame, column: str, tails: Mapping[int, int],
                   seal_type: int | None = 1, numbered: bool = True, end_column: str = "end_offset",
-                  start_column: str | None = "base_offset") -> int:
+                  start_column: str | None = "base_offset", mark: AppVersion | None = None) -> int:
     """Insert ``source``'s rows unless a row of one of the ``tails``' segments ends after its tail
-    or seals it (one MERGE, fenced on those segments); the rows inserted, -1 when Delta skipped
-    the command as an application version it already holds.
+    or seals it (one MERGE, fenced on those segments); the rows inserted, -1 when ``mark``'s
+    number was recorded already.
 
     The ON clause's partition-only conjuncts (the segments, and each one's region at or after its
     tail) are the commit's read predicate: a concurrent add there fails it with Delta's
     ``ConcurrentAppendException``. The data conjunct closes the window between reading the tails
     and the MERGE's snapshot: such a row matches every source row, and ``WHEN MATCHED`` raises, so
     the command fails and commits nothing. (An insert-only MERGE would insert nothing and still
-    commit, recording the write number of an idempotent write that wrote nothing: its retry would
-    then be skipped, and the write lost.) The source is read once, when nothing matched, so it is
-    not materialized first. ``numbered=False`` (no application version set): an insert-only MERGE
-    (one pass over the source); stale, it inserts nothing and commits an empty version.
+    commit.) The source is read once, when nothing matched, so it is not materialized first.
+    ``numbered=False``: an insert-only MERGE (one pass over the source); stale, it inserts nothing
+    and commits an empty version, which harms no one.
+
+    ``mark`` (an events table's write number, see ``MARKS_SEGMENT``): the mark's slot joins the
+    fence, the mark row joins the source, and the MERGE raises ``DUPLICATE`` if the recorded
+    number is not below ``mark``'s (nothing written), else updates or inserts the mark in the
+    same commit as the rows. A stale MERGE fails whole, so no number is ever recorded without
+    its rows.
 
     The events table's columns are the defaults; a key-value table passes ``end_column="version"``,
     no ``start_column`` (no region within a partition) and no ``seal_type``.
@@ -669,29 +685,44 @@ def fenced_insert(spark: SparkSession, path: str, source: DataFrame, column: str
     Raises:
         Retry: the tails moved, or a segment was sealed: nothing was written.
     """
+    # the source's own session runs the statement (a ``foreachBatch`` batch lives in a session of
+    # its own, where its view is registered)
+    session = getattr(source, "sparkSession", None) or spark
     ids = sorted(int(s) for s in tails)
     region = "true" if start_column is None else " OR ".join(
         f"(t.`{column}` = {s} AND t.`{start_column}` >= {int(tails[s])})" for s in ids)
     ends = " ".join(f"WHEN {s} THEN {int(tails[s])}" for s in ids)
     sealed = "" if seal_type is None else f" OR t.record_type = {int(seal_type)}"
     stale = f"raise_error('{STALE}: tails moved')"
-    # a write without an application version may commit nothing when stale (an empty version,
-    # harmless): it keeps Delta's insert-only MERGE, one pass over the source
+    fence = f"t.`{column}` IN ({', '.join(map(str, ids))}) AND ({region})"
+    moved = f"t.`{end_column}` > CASE t.`{column}` {ends} END{sealed}"
+    marks = ""
+    if mark is not None:
+        slot = mark_slot(mark.app_id)
+        source = source.unionByName(mark_row(session, source.schema, mark))
+        fence = f"({fence}) OR (t.`{column}` = {MARKS_SEGMENT} AND t.base_offset = {slot})"
+        moved = (f"(t.`{column}` <> {MARKS_SEGMENT} AND ({moved})) OR (t.`{column}` = {MARKS_SEGMENT} "
+                 f"AND s.`{column}` = {MARKS_SEGMENT} AND t.writer_id = s.writer_id)")
+        marks = (f"WHEN MATCHED AND t.`{column}` = {MARKS_SEGMENT} AND t.rel_offset < s.rel_offset THEN UPDATE SET "
+                 "t.rel_offset = s.rel_offset, t.rel_next_offset = s.rel_next_offset, t.write_time = s.write_time "
+                 f"WHEN MATCHED AND t.`{column}` = {MARKS_SEGMENT} THEN UPDATE SET t.rel_offset = "
+                 f"raise_error('{DUPLICATE}') ")
+    # a write without a number may commit nothing when stale (an empty version, harmless): it
+    # keeps Delta's insert-only MERGE, one pass over the source
     matched = f"WHEN MATCHED THEN UPDATE SET t.`{end_column}` = {stale} " if numbered else ""
     try:
-        with session_conf(spark, {"spark.databricks.delta.merge.materializeSource": "none"}):
-            result = spark.sql(
-                f"MERGE INTO {table(path)} AS t USING {{source}} AS s "
-                f"ON t.`{column}` IN ({', '.join(map(str, ids))}) AND ({region}) "
-                f"AND (t.`{end_column}` > CASE t.`{column}` {ends} END{sealed}) "
-                f"{matched}WHEN NOT MATCHED THEN INSERT *", source=source).collect()
+        result = session.sql(
+            f"MERGE INTO {table(path)} AS t USING {{source}} AS s ON ({fence}) AND ({moved}) "
+            f"{marks}{matched}WHEN NOT MATCHED THEN INSERT *", source=source).collect()
     except Exception as exc:
-        if STALE in str(exc) or MULTIPLE_MATCHES in str(exc):
+        if raised(exc, DUPLICATE):
+            return -1
+        if raised(exc, STALE) or MULTIPLE_MATCHES in str(exc).split("\n", 1)[0]:
             raise Retry(f"{path}: tails moved since they were read") from None
         raise
-    if not result:  # an idempotent replay: Delta skipped the command
-        return -1
-    inserted = int(result[0]["num_inserted_rows"])
+    inserted = int(result[0]["num_inserted_rows"]) if result else 0
+    if mark is not None:  # the mark's own row: inserted the first time, else updated
+        inserted -= 1 - int(result[0]["num_updated_rows"])
     if inserted == 0 and not numbered and not source.isEmpty():
         raise Retry(f"{path}: tails moved since they were read")
     return inserted

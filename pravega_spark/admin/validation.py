@@ -42,11 +42,13 @@ from ..store import segment_ranges
 from ..store.schema import (
     CHUNK_TYPES,
     HEADER_SIZE,
+    MARKS_SEGMENT,
     RECORD_CHUNK,
     RECORD_EVENT,
     RECORD_SEAL,
     RECORD_STAGED,
     RECORD_TRUNCATE,
+    RECORD_WRITE_MARK,
     VIOLATION_PREFIX,
 )
 from ..stream.cut_algorithms import stream_cut_equal_or_after, validate_stream_cut
@@ -138,11 +140,12 @@ INVARIANTS: tuple[Invariant, ...] = (
               "segment_id >= 0 AND NOT known_segment",
               "every row of a segment partition belongs to one of the stream's segments"),
     Invariant("staged_data_hidden", EVENTS,
-              f"(segment_id < 0 AND (record_type <> {RECORD_STAGED} OR NOT staging_open)) "
+              f"(segment_id < 0 AND (record_type <> {RECORD_STAGED} OR NOT staging_open) "
+              f"AND NOT (segment_id = {MARKS_SEGMENT} AND record_type = {RECORD_WRITE_MARK})) "
               f"OR (segment_id >= 0 AND record_type NOT IN ({RECORD_EVENT}, {RECORD_SEAL}, {RECORD_TRUNCATE}, "
               f"{', '.join(map(str, CHUNK_TYPES))}))",
               "staged transaction data stays staged (never an event, never in a segment) and only for "
-              "undecided transactions"),
+              "undecided transactions; write marks stay in their partition"),
     # ---- stream cuts
     Invariant("head_matches_truncation_record", STREAM_CUTS,
               "kind = 'head' AND NOT matches_truncation_record",

@@ -26,6 +26,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from .. import _delta
+
 SYSTEM_DIR = "_pravega"
 SCOPES_TABLE = "scopes"
 STREAMS_TABLE = "streams"
@@ -65,6 +67,11 @@ RECORD_STAGED = -2
 RECORD_CHUNK = -3
 RECORD_CHUNK_END = -4
 CHUNK_TYPES = (RECORD_CHUNK, RECORD_CHUNK_END)
+# A WRITE_MARK row holds a writer's last write number on the public-API backend (where Delta's
+# idempotent-write settings are refused), in the marks partition ``MARKS_SEGMENT`` below every
+# staging partition: never an event (see ``_delta.sql.MARKS_SEGMENT``).
+RECORD_WRITE_MARK = _delta.RECORD_WRITE_MARK
+MARKS_SEGMENT = _delta.MARKS_SEGMENT
 
 # The catalog and per-stream metadata tables take a commit per state change: a checkpoint (a Spark
 # job writing Parquet, about a second here) every 100 commits instead of Delta's 10. Their state is

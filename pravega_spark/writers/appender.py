@@ -351,8 +351,9 @@ class Appender:
     def attempt_at_tails(self, events: DataFrame, order: list[str], number: int | None) -> WriteResult:
         """One attempt of an append over Spark Connect: the events placed at the tails (from this
         writer's last commit, else read), inserted by one fenced MERGE (``_delta.sql``) that
-        inserts nothing if the tails moved or a segment was sealed. A write number rides with the
-        MERGE as Delta's idempotent-DML setting: Delta skips a number it already recorded."""
+        inserts nothing if the tails moved or a segment was sealed. A write number rides in the
+        same MERGE as the writer's write mark (``_delta.sql.MARKS_SEGMENT``): a number not above
+        the mark's is skipped, with nothing written."""
         txn = self.transaction()
         if self._hint is not None:
             segments, tails = self._hint[0], self._hint[1]

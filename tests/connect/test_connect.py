@@ -1,7 +1,8 @@
 """The library on a Spark Connect session (no JVM in this process): what only this tier can show.
 
 The core scenarios of every feature run here too: the tests marked ``connect`` elsewhere (streams,
-writers, scaling, cuts, truncation, retention, reader groups, streaming, validation).
+writers, scaling, cuts, truncation, retention, reader groups, streaming, validation), among them
+``tests/integration/test_sql_backend.py``, whose bodies run on both backends in the local suite.
 """
 
 from __future__ import annotations
@@ -59,50 +60,6 @@ def test_what_connect_cannot_do_is_one_clear_error_and_changes_nothing(spark, ma
     assert table_versions(spark, manager.root) == before
 
 
-def test_write_numbers_are_applied_once(spark, manager, stream2):
-    scope, stream = stream2
-    writer = manager.create_event_writer(scope, stream, "numbered")
-    rows = [(f"k{i % 3}", f"numbered:0000:{i:06d}") for i in range(12)]
-    first = writer.write_events(events_df(spark, rows), write_number=1)
-    replay = writer.write_events(events_df(spark, rows), write_number=1)
-    lower = writer.write_events(events_df(spark, rows), write_number=0)
-    second = writer.write_events(events_df(spark, rows[:3]), write_number=2)
-    assert (first.event_count, replay.event_count, lower.event_count, second.event_count) == (12, 0, 0, 3)
-    assert replay.tail_stream_cut == first.tail_stream_cut
-    # a new writer object with the same id (a restarted process) is skipped too
-    again = manager.create_event_writer(scope, stream, "numbered").write_events(events_df(spark, rows), write_number=2)
-    assert again.event_count == 0
-    assert manager.read_events(scope, stream).count() == 15
-    # a numbered write whose known tails went stale: its first attempt must not record the number
-    # (regression: a stale insert-only MERGE committed nothing but the number, and the retry was
-    # skipped: the write was lost)
-    manager.create_event_writer(scope, stream, "other").write_events(events_df(spark, rows[:4]))
-    stale = writer.write_events(events_df(spark, rows[:5]), write_number=3)
-    assert stale.event_count == 5 and stale.retries >= 1
-    assert writer.write_events(events_df(spark, rows[:5]), write_number=3).event_count == 0
-    assert manager.read_events(scope, stream).count() == 24
-
-
-def test_fenced_append_refuses_stale_tails_and_sealed_segments(spark, manager, stream2):
-    """Two writers whose known tails go stale: each retries from fresh tails (no overlap), and
-    after a seal no write lands."""
-    scope, stream = stream2
-    a = manager.create_event_writer(scope, stream, "a")
-    b = manager.create_event_writer(scope, stream, "b")
-    rows = lambda w, n: [(f"k{i % 4}", f"{w}:{n:04d}:{i:06d}") for i in range(20)]  # noqa: E731
-    a.write_events(events_df(spark, rows("a", 0)))
-    b.write_events(events_df(spark, rows("b", 0)))  # a's tails are now stale
-    result = a.write_events(events_df(spark, rows("a", 1)))
-    assert result.retries >= 1
-    event_rows = check_stream_consistent(spark, manager, scope, stream)
-    assert len(event_rows) == 60
-    check_key_order(event_rows)
-    manager.seal_stream(scope, stream)
-    with pytest.raises(ps.StreamSealedError):
-        b.write_events(events_df(spark, rows("b", 1)))
-    assert len(check_stream_consistent(spark, manager, scope, stream)) == 60
-
-
 @pytest.mark.process
 @pytest.mark.slow
 def test_two_client_processes_and_a_killed_writer(spark, root, manager, stream2):
@@ -139,45 +96,3 @@ def test_two_client_processes_and_a_killed_writer(spark, root, manager, stream2)
     crashed = [e for e in counts if e.startswith("crasher:")]
     assert len(crashed) in (0, 50), len(crashed)
     check_key_order(event_rows)
-
-
-def test_truncation_deletes_below_the_cut_and_appends_go_on(spark, manager, stream2):
-    """Truncation over Connect (partition-only DELETEs, a straddling write rewritten): what is
-    below the cut is gone from the table, the head is the cut, and writers go on."""
-    scope, stream = stream2
-    writer = manager.create_event_writer(scope, stream, "t")
-    first = writer.write_events(events_df(spark, [(f"k{i % 4}", f"t:0000:{i:06d}") for i in range(20)]))
-    cut = first.tail_stream_cut
-    writer.write_events(events_df(spark, [(f"k{i % 4}", f"t:0001:{i:06d}") for i in range(20)]))
-    assert manager.truncate_stream(scope, stream, cut)
-    assert manager.head_stream_cut(scope, stream) == cut
-    left = [r.event.decode() for r in manager.read_events(scope, stream).collect()]
-    assert sorted(left) == sorted(f"t:0001:{i:06d}" for i in range(20))
-    stored = spark.read.format("delta").load(f"{manager.root}/{scope}/{stream}/events").where("record_type = 0")
-    assert stored.count() == 20  # the truncated events are gone from the table, not just hidden
-    writer.write_events(events_df(spark, [("k0", "t:0002:000000")]))
-    assert len(check_stream_consistent(spark, manager, scope, stream)) == 21
-
-
-def test_read_stream_with_available_now_delivers_each_event_once(spark, manager, stream2, tmp_path):
-    """``read_stream`` as serverless runs it (``availableNow``): each run delivers what was
-    appended since the last, across a scale, each event once and in order per key."""
-    scope, stream = stream2
-    writer = manager.create_event_writer(scope, stream, "s")
-    sink, checkpoint = str(tmp_path / "sink"), str(tmp_path / "checkpoint")
-
-    def run() -> None:
-        query = (manager.read_stream(scope, stream).writeStream.format("delta")
-                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start(sink))
-        query.awaitTermination(180)
-        assert query.exception() is None
-
-    writer.write_events(events_df(spark, [(f"k{i % 5}", f"s:0000:{i:06d}") for i in range(25)]))
-    run()
-    manager.scale_stream(scope, stream, [0], [(0.0, 0.25), (0.25, 0.5)])
-    writer.write_events(events_df(spark, [(f"k{i % 5}", f"s:0001:{i:06d}") for i in range(25)]))
-    run()
-    got = spark.read.format("delta").load(sink).select("routing_key", "segment_id", "offset", "event").collect()
-    payloads = [r.event.decode() for r in got]
-    assert sorted(payloads) == sorted([f"s:0000:{i:06d}" for i in range(25)] + [f"s:0001:{i:06d}" for i in range(25)])
-    check_key_order(got)

@@ -70,3 +70,18 @@ def test_the_environment_chooses_and_a_bad_value_is_one_clear_error(fresh, monke
     with pytest.raises(ps.InvalidConfigError, match="must be 'classic' or 'sql', got 'jvm'") as caught:
         _delta.backend_kind(fresh)
     assert "\n" not in str(caught.value)
+
+
+def test_the_session_setting_guard_sees_a_setting_pravega_spark_sets(spark, monkeypatch):
+    """The guard of ``both_backends`` tests on the public-API backend: a setting set from inside
+    ``pravega_spark`` (here the classic backend's, which may set them) is recorded; one set by
+    the test itself is not."""
+    from tests.conftest import SessionSettingGuard
+
+    guard = SessionSettingGuard()
+    guard.install(monkeypatch)
+    session = spark.newSession()
+    session.conf.set("spark.sql.shuffle.partitions", "3")
+    assert guard.calls == []
+    _delta.ClassicBackend(session).configure_session()
+    assert guard.calls and all(c.startswith("set spark.") and "_delta/" in c for c in guard.calls)

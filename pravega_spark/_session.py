@@ -289,3 +289,28 @@ def package_zip() -> str:
                         archive.write(path, path.relative_to(package.parent))
             _ZIP.append(str(target))
         return _ZIP[0]
+
+
+def active_session():
+    """The session a pickled handle is rebuilt in (a ``foreachBatch`` function on a Spark Connect
+    server, an executor-free driver job): the thread's active classic session, else the active
+    Spark Connect session.
+
+    Raises:
+        IllegalStateError: there is none.
+    """
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        active = ConnectSession.getActiveSession() or ConnectSession._get_default_session()
+    except Exception:  # noqa: BLE001 - no Connect client installed, or none active
+        active = None
+    if active is None:
+        from .errors import IllegalStateError
+
+        raise IllegalStateError("a pravega_spark handle was unpickled where no SparkSession is active: create one "
+                                "first (ps.spark_session())")
+    return active

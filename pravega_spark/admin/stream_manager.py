@@ -88,6 +88,11 @@ class StreamManager:
     def __repr__(self) -> str:
         return f"StreamManager(root={self.root!r})"
 
+    def __reduce__(self):
+        """Pickled by its root (a ``foreachBatch`` function that captured it runs on a Spark
+        Connect server): rebuilt there in the active session."""
+        return (manager_from_root, (self.root,))
+
     @property
     def controller(self) -> Controller:
         """The store's read side (rows, segments, head and tail cuts), as writers and services use it."""
@@ -689,3 +694,10 @@ class StreamManager:
         so they are never removed; they go with their abort, or with a later VACUUM.
         """
         return maintenance.vacuum(self._controller, scope, stream, retention)
+
+
+def manager_from_root(root: str) -> StreamManager:
+    """A ``StreamManager`` rebuilt from its pickled root, in the active session."""
+    from .._session import active_session
+
+    return StreamManager(active_session(), root)

@@ -42,6 +42,16 @@ class Controller:
         self.spark = spark
         self.store = store
 
+
+    @classmethod
+    def for_root(cls, root: str) -> Controller:
+        """A controller of the store at ``root`` (already qualified) in the active session: how
+        pickled handles are rebuilt where they are unpickled (e.g. a ``foreachBatch`` function on
+        a Spark Connect server)."""
+        from .._session import active_session
+
+        spark = active_session()
+        return cls(spark, Store(spark, root))
     def __repr__(self) -> str:
         return f"Controller(root={self.store.root!r})"
 

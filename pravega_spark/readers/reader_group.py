@@ -105,6 +105,11 @@ class ReaderGroup:
     def __repr__(self) -> str:
         return f"ReaderGroup({self.scope}/{self.name}, generation={self.generation}, streams={self.config.scoped_streams})"
 
+    def __reduce__(self):
+        """Pickled by its store's root and its names; rebuilt in the active session from the
+        group's row (see ``EventStreamWriter.__reduce__``)."""
+        return (reader_group_from_names, (self._store.root, self.scope, self.name))
+
     # ---- the readers' port (Pravega's ``ReaderGroupStateManager``): what a reader may use -------
     @property
     def controller(self) -> Controller:
@@ -558,3 +563,8 @@ def open_reader_group(controller: Controller, scope: str, group: str) -> ReaderG
     if row is None:
         raise ReaderGroupNotFoundError(f"reader group {scope}/{group} does not exist")
     return ReaderGroup(controller, scope, group, row)
+
+
+def reader_group_from_names(root: str, scope: str, group: str) -> ReaderGroup:
+    """A ``ReaderGroup`` rebuilt from its pickled names, in the active session."""
+    return open_reader_group(Controller.for_root(root), scope, group)

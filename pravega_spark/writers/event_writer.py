@@ -43,6 +43,13 @@ class EventStreamWriter:
     def __repr__(self) -> str:
         return f"EventStreamWriter({self.scope}/{self.stream}, writer_id={self.writer_id!r})"
 
+    def __reduce__(self):
+        """Pickled by its store's root and its names (a ``foreachBatch`` function that captured
+        it runs on a Spark Connect server): rebuilt there in the active session, with the same
+        writer id, so its write numbers carry on."""
+        return (writer_from_names, (self._appender.store.root, self.scope, self.stream, self.writer_id,
+                                    self._appender.retry))
+
     @property
     def scoped_name(self) -> str:
         return f"{self.scope}/{self.stream}"
@@ -142,3 +149,8 @@ class EventStreamWriter:
         times is marked shut down, so watermarks stop waiting for it."""
         self._appender.forget_tails()
         shut_down_writer(self._appender.controller, self.scope, self.stream, self.writer_id)
+
+
+def writer_from_names(root: str, scope: str, stream: str, writer_id: str, retry) -> EventStreamWriter:
+    """An ``EventStreamWriter`` rebuilt from its pickled names, in the active session."""
+    return EventStreamWriter(Controller.for_root(root), scope, stream, writer_id, retry)

@@ -96,3 +96,26 @@ def test_two_client_processes_and_a_killed_writer(spark, root, manager, stream2)
     crashed = [e for e in counts if e.startswith("crasher:")]
     assert len(crashed) in (0, 50), len(crashed)
     check_key_order(event_rows)
+
+
+def test_a_writer_captured_by_foreach_batch_runs_on_the_server_exactly_once(spark, manager, stream2, tmp_path):
+    """The README's stream-to-stream copy over Spark Connect: the ``foreachBatch`` function (and
+    the writer it captured) is pickled by root and names, runs on the server, and the micro-batch
+    id as write number applies each batch once, also when a batch is replayed."""
+    scope, stream = stream2
+    manager.create_stream(scope, "copy", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
+    manager.create_event_writer(scope, stream, "src").write_events(
+        events_df(spark, [(f"k{i % 3}", f"f:0000:{i:06d}") for i in range(9)]))
+    copier = manager.create_event_writer(scope, "copy", writer_id="copier")
+
+    def copy(df, batch_id):
+        copier.write_events(df, write_number=batch_id)
+        copier.write_events(df, write_number=batch_id)  # a replay of the batch: skipped
+
+    query = (manager.read_stream(scope, stream).writeStream.foreachBatch(copy)
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    assert query.exception() is None
+    copied = sorted(r.event.decode() for r in manager.read_events(scope, "copy").collect())
+    assert copied == sorted(f"f:0000:{i:06d}" for i in range(9))
+    assert copier.last_write_number() == 0

@@ -145,3 +145,24 @@ def test_a_vacuum_of_a_short_retention_removes_deleted_bytes_and_keeps_the_table
     assert "delta.deletedFileRetentionDuration" not in props, props
     assert [r.event.decode() for r in manager.read_events(scope, stream).collect()] == ["kept"]
     assert _delta.backend_for(spark).__class__.__name__ == ("SqlBackend" if delta_backend == "sql" else "ClassicBackend")
+
+
+def test_handles_pickle_by_root_and_names_and_rebuild_in_the_active_session(spark, manager, stream2, delta_backend):
+    """A ``StreamManager``, writer or reader group captured by a ``foreachBatch`` function is
+    pickled by its root and names (no session, no JVM object) and rebuilt where it is unpickled;
+    a rebuilt writer keeps its id, so its write numbers carry on."""
+    import pickle
+
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream, "pickled")
+    assert writer.write_events(events_df(spark, [("k", "p:0")]), write_number=1).event_count == 1
+    manager.create_reader_group(scope, "g", ps.ReaderGroupConfig({f"{scope}/{stream}": "earliest"}))
+    group = manager.reader_group(scope, "g")
+    blobs = [pickle.dumps(h) for h in (manager, writer, group)]
+    assert all(len(b) < 2000 for b in blobs), [len(b) for b in blobs]
+    again_manager, again_writer, again_group = (pickle.loads(b) for b in blobs)
+    assert repr(again_manager) == repr(manager) and repr(again_writer) == repr(writer)
+    assert repr(again_group) == repr(group)
+    assert again_writer.write_events(events_df(spark, [("k", "p:0")]), write_number=1).event_count == 0
+    assert again_writer.write_events(events_df(spark, [("k", "p:1")]), write_number=2).event_count == 1
+    assert sorted(r.event.decode() for r in again_manager.read_events(scope, stream).collect()) == ["p:0", "p:1"]

@@ -478,9 +478,12 @@ def main(argv=None) -> int:
     p.add_argument("--checkpoint", default="")
     p.add_argument("--parties", type=int, default=1, help="race: how many processes meet at each step")
     p.add_argument("--barrier", default="", help="race: the barrier folder")
+    p.add_argument("--backend", default="", help="the Delta backend of this command (PRAVEGA_SPARK_BACKEND)")
     p.add_argument("--clock-offset", type=float, default=0.0,
                    help="run the store's clock this many seconds ahead (the library's internal seam)")
     a = p.parse_args(argv)
+    if a.backend:  # ``serve`` puts the environment back after the command
+        os.environ["PRAVEGA_SPARK_BACKEND"] = a.backend
     if a.clock_offset:
         from pravega_spark import _delta
 

@@ -48,6 +48,9 @@ class DeltaBackend(Protocol):
     """Whether commits may add files placed by hand (transactions, large events, compaction)."""
     reads_log_changes: bool
     """Whether the adds and removes of the log's commits can be read (``file_changes``)."""
+    removes_folders: bool
+    """Whether ``remove_tables`` deletes the tables' files (else it empties them, and VACUUM
+    removes the bytes later)."""
 
     # the session
     def require_placed_files(self, capability: str) -> None:
@@ -140,6 +143,10 @@ class DeltaBackend(Protocol):
                      retry: RetryPolicy | None = None) -> bool:
         """Compare-and-set of a partition (or a small table): one commit replacing its rows with
         ``change(rows)`` (None: no change), retried on any concurrent change there."""
+
+    def rewrite_where(self, path: str, rows: DataFrame, condition: str) -> None:
+        """Replace the rows matching ``condition`` (partition values) by ``rows``: one commit
+        that changes no data, conflicting with a concurrent removal there."""
 
     def delete_matching(self, path: str, source: DataFrame, on: list[str]) -> int:
         """Delete the rows equal on ``on`` to a row of ``source``; the rows deleted."""

@@ -30,6 +30,7 @@ class ClassicBackend:
 
     places_files = True
     reads_log_changes = True
+    removes_folders = True
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
@@ -142,6 +143,11 @@ class ClassicBackend:
                      partition: tuple[str, str] | None = None, partition_by: tuple[str, ...] = (),
                      retry: RetryPolicy | None = None) -> bool:
         return replace_rows(lambda: self.transaction(path), schema, change, what, partition, partition_by, retry)
+
+    def rewrite_where(self, path: str, rows: DataFrame, condition: str) -> None:
+        """One ``replaceWhere`` overwrite that changes no data (public API: the same as ``sql``'s;
+        compaction here places its files instead)."""
+        sql.rewrite_where(self.spark, path, self.in_session(rows), condition)
 
     def delete_matching(self, path: str, source: DataFrame, on: list[str]) -> int:
         return sql.delete_matching(self.spark, path, source, on)

@@ -47,7 +47,7 @@ from pyspark.sql.types import (
 )
 
 from ..errors import InvalidConfigError, UnsupportedOperationError
-from .files import AppVersion, PartitionSummary
+from .files import AppVersion, FileEntry, PartitionSummary
 from .retry import STALE, Retry, raised
 
 log = logging.getLogger("pravega_spark")
@@ -522,8 +522,10 @@ class SqlTransaction:
     def partition_files_since(self, column: str, values: list[int], after_version: int, limit: int | None = None):
         self._refuse("partition_files_since")
 
-    def unfenced_files(self):
-        self._refuse("unfenced_files")
+    def unfenced_files(self) -> list[FileEntry]:
+        """Every data file of the table now, from a query of its rows' file metadata
+        (``_metadata``: path, size, modification time) and partition values: no log read."""
+        return data_files(self.spark, self.path)
 
     def track_files(self, files: Sequence):
         self._refuse("track_files")
@@ -783,6 +785,29 @@ def truncate(spark: SparkSession, path: str, column: str, below: Mapping[int, in
             last = version_after if version_after is not None else last
             deleted = {"numDeletedRows": deleted["numDeletedRows"] + more["numDeletedRows"]}
     return last, deleted
+
+
+def data_files(spark: SparkSession, path: str) -> list[FileEntry]:
+    """The table's data files now (path, partition values, size, modification time, rows), by
+    one query over ``_metadata`` grouped by file, after one for its partition columns."""
+    parts = [str(c) for c in spark.sql(f"DESCRIBE DETAIL {table(path)}").select("partitionColumns").collect()[0][0]]
+    df = read(spark, path)
+    rows = (df.groupBy(F.col("_metadata.file_path").alias("__path"))
+            .agg(*[F.first(F.col(c)).alias(c) for c in parts],
+                 F.first(F.col("_metadata.file_size")).alias("__size"),
+                 F.first(F.col("_metadata.file_modification_time")).alias("__time"),
+                 F.count(F.lit(1)).alias("__rows")).collect())
+    return [FileEntry(r["__path"], {c: None if r[c] is None else str(r[c]) for c in parts}, int(r["__size"]),
+                      int(aware(r["__time"]).timestamp() * 1000), True, {"numRecords": int(r["__rows"])})
+            for r in rows]
+
+
+def rewrite_where(spark: SparkSession, path: str, rows: DataFrame, condition: str) -> None:
+    """Replace the table's rows matching ``condition`` (partition values only) by ``rows``, in
+    one commit that changes no data (``dataChange=false``: Delta's streaming source skips it).
+    Its read predicate is ``condition``: a concurrent removal there makes it conflict."""
+    (rows.write.format("delta").mode("overwrite").option("replaceWhere", condition)
+     .option("dataChange", "false").save(path))
 
 
 # ---- public SQL that both backends use --------------------------------------------------------

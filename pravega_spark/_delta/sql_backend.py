@@ -27,6 +27,7 @@ class SqlBackend:
 
     places_files = False
     reads_log_changes = False
+    removes_folders = False
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
@@ -133,6 +134,10 @@ class SqlBackend:
                      partition: tuple[str, str] | None = None, partition_by: tuple[str, ...] = (),
                      retry: RetryPolicy | None = None) -> bool:
         return replace_rows(lambda: self.transaction(path), schema, change, what, partition, partition_by, retry)
+
+    def rewrite_where(self, path: str, rows: DataFrame, condition: str) -> None:
+        """One ``replaceWhere`` overwrite that changes no data (see ``sql.rewrite_where``)."""
+        sql.rewrite_where(self.spark, path, rows, condition)
 
     def delete_matching(self, path: str, source: DataFrame, on: list[str]) -> int:
         return sql.delete_matching(self.spark, path, source, on)

@@ -45,7 +45,32 @@ def vacuum(controller: Controller, scope: str | None = None, stream: str | None 
                     continue
             backend.vacuum(path, hours)
             done.append(path)
+    done += vacuum_removed_tables(controller, scope, stream, hours)
     log.info("vacuum: %d tables", len(done))
+    return done
+
+
+def vacuum_removed_tables(controller: Controller, scope: str | None, stream: str | None,
+                          hours: float | None) -> list[str]:
+    """VACUUM the tables a deletion emptied (on a backend that cannot remove folders) under the
+    vacuum's scope, though their stream or key-value table has left the catalogue; forget each
+    one once this retention covers its removal (its removed files are then gone). The paths
+    vacuumed."""
+    store, backend = controller.store, controller.store.backend
+    prefix = "/".join(p for p in (store.root, scope, stream) if p) + "/"
+    now = clock.utc_now()
+    retained = timedelta(hours=DEFAULT_FILE_RETENTION_HOURS if hours is None else hours)
+    done, forget = [], []
+    for row in store.removed_tables():
+        path = row["path"]
+        if not path.startswith(prefix):
+            continue
+        if backend.is_table(path):
+            backend.vacuum(path, hours)
+            done.append(path)
+        if row["removal_time"] <= now - retained:
+            forget.append(path)
+    store.forget_removed_tables(forget)
     return done
 
 

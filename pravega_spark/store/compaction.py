@@ -112,11 +112,14 @@ def compact_stream(controller, scope: str, stream: str, segment_ids: Sequence[in
 
 def compact(spark, events_path: str, segment_ids: Sequence[int] | None = None,
             target_size: int = DEFAULT_TARGET_FILE_SIZE, retry: _delta.RetryPolicy = _delta.DEFAULT_RETRY) -> CompactionResult:
-    """Compact the events table at ``events_path`` (only ``segment_ids`` if given): one commit."""
-    _delta.backend_for(spark).require_placed_files("compaction")
+    """Compact the events table at ``events_path`` (only ``segment_ids`` if given): one commit.
+    Where the backend places files, the runs' files are read, rewritten and committed by hand
+    (each new file keeping the earliest time of those it replaces); elsewhere one ``replaceWhere``
+    overwrite of the runs' regions does the same rewrite (``rewrite_by_overwrite``)."""
+    backend = _delta.backend_for(spark)
 
     def attempt() -> CompactionResult:
-        txn = _delta.backend_for(spark).transaction(events_path)
+        txn = backend.transaction(events_path)
         files = txn.unfenced_files()
         if segment_ids is not None:
             wanted = {int(s) for s in segment_ids}
@@ -127,17 +130,14 @@ def compact(spark, events_path: str, segment_ids: Sequence[int] | None = None,
         if not runs:
             return CompactionResult()
         inputs = [by_path[f.path] for run in runs for f in run]
+        if not backend.places_files:
+            rewrite_by_overwrite(backend, events_path, runs)
+            return CompactionResult(None, len(runs), len(inputs), len(runs), sum(f.size for f in inputs))
         txn.track_files(inputs)  # a concurrent removal of one of them (a truncation) fails us
         parts = []
         for run in runs:
             base, end = run[0].base_offset, max(f.end_offset for f in run)
-            rows = txn.read_files([by_path[f.path] for f in run])
-            shift = F.col("base_offset") - F.lit(base)
-            parts.append(rows.select(
-                "segment_id", F.lit(base).cast("long").alias("base_offset"), F.lit(end).cast("long").alias("end_offset"),
-                (F.col("rel_offset") + shift).alias("rel_offset"), (F.col("rel_next_offset") + shift).alias("rel_next_offset"),
-                "record_type", "routing_key", "event", "writer_id", "write_time",
-                (F.col("rel_event_offset") + shift).alias("rel_event_offset")))
+            parts.append(shifted(txn.read_files([by_path[f.path] for f in run]), F.lit(base), F.lit(end)))
         rows = parts[0]
         for part in parts[1:]:
             rows = rows.unionByName(part)
@@ -153,3 +153,36 @@ def compact(spark, events_path: str, segment_ids: Sequence[int] | None = None,
         return CompactionResult(version, len(runs), len(inputs), len(added), sum(f.size for f in inputs))
 
     return _delta.retrying(attempt, f"compact {events_path}", retry)
+
+
+def shifted(rows, base, end):
+    """Event rows moved into a file whose partition values are ``base`` and ``end`` (columns):
+    every relative offset shifted by the old base's distance from the new one (pure)."""
+    shift = F.col("base_offset") - base
+    return rows.select(
+        "segment_id", base.cast("long").alias("base_offset"), end.cast("long").alias("end_offset"),
+        (F.col("rel_offset") + shift).alias("rel_offset"), (F.col("rel_next_offset") + shift).alias("rel_next_offset"),
+        "record_type", "routing_key", "event", "writer_id", "write_time",
+        (F.col("rel_event_offset") + shift).alias("rel_event_offset"))
+
+
+def region(run: Sequence[FileExtent]) -> str:
+    """The partition values of a run's files (SQL): its segment's event files from the run's first
+    base to its end (files there tile the offsets, so they are the run's; control records, whose
+    files are empty ranges, stay out)."""
+    return (f"(segment_id = {run[0].segment_id} AND base_offset >= {run[0].base_offset} AND "
+            f"end_offset <= {max(f.end_offset for f in run)} AND end_offset > base_offset)")
+
+
+def rewrite_by_overwrite(backend, events_path: str, runs: list[list[FileExtent]]) -> None:
+    """Every run's rows rewritten into one file per run by one ``replaceWhere`` overwrite of the
+    runs' regions that changes no data: a concurrent truncation removing one of their files makes
+    it conflict (and retry). Its files get a new modification time (the public API sets none)."""
+    base, end = F.lit(None).cast("long"), F.lit(None).cast("long")
+    for run in reversed(runs):
+        inside = F.expr(region(run))
+        base = F.when(inside, F.lit(run[0].base_offset)).otherwise(base)
+        end = F.when(inside, F.lit(max(f.end_offset for f in run))).otherwise(end)
+    condition = " OR ".join(region(run) for run in runs)
+    rows = shifted(backend.read(events_path).where(condition), base, end)
+    backend.rewrite_where(events_path, rows.repartition(len(runs), "segment_id", "base_offset"), condition)

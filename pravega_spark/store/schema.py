@@ -41,6 +41,14 @@ SUBSCRIBERS_TABLE = "subscribers"
 TRANSIENT_TABLE = "transient"
 WRITER_MARKS_TABLE = "writer_marks"
 WATERMARKS_TABLE = "watermarks"
+# Tables emptied (not removed) by a deletion on a backend without a file system: their bytes
+# leave storage at the next VACUUM (``admin.maintenance.vacuum`` visits them), which then forgets
+# them once the retention it used covers their removal.
+REMOVED_TABLES = "removed_tables"
+REMOVED_TABLES_SCHEMA = StructType([
+    StructField("path", StringType(), False),
+    StructField("removal_time", TimestampType(), False),
+])
 
 # Pravega frames each event with an 8-byte header (int32 type + int32 length).
 HEADER_SIZE = 8

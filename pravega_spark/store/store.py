@@ -36,6 +36,8 @@ from .schema import (
     READER_GROUP_MEMBERS_TABLE,
     READER_GROUPS_SCHEMA,
     READER_GROUPS_TABLE,
+    REMOVED_TABLES,
+    REMOVED_TABLES_SCHEMA,
     RETENTION_SET_SCHEMA,
     RETENTION_SET_TABLE,
     SCOPE_DELETED,
@@ -329,7 +331,7 @@ class Store(SegmentStore):
     def remove_key_value_table_data(self, scope: str, kvt: str, table_id: str) -> bool:
         """Delete one incarnation's entries table (its folder; over Spark Connect, its rows)."""
         path = self.key_value_table_path(scope, kvt, table_id)
-        return self.backend.remove_tables([path])
+        return self._remove_tables([path])
 
     def delete_key_value_table_row(self, scope: str, kvt: str) -> dict | None:
         """Remove the KVT's catalogue row (one commit); the row removed, or None if absent."""
@@ -409,7 +411,42 @@ class Store(SegmentStore):
         names = (SEGMENTS_TABLE, EVENTS_TABLE, RETENTION_SET_TABLE, AUTOSCALE_TABLE, SUBSCRIBERS_TABLE,
                  TRANSIENT_TABLE, WRITER_MARKS_TABLE, WATERMARKS_TABLE)
         folder = self.stream_dir(scope, stream)
-        return self.backend.remove_tables([f"{folder}/{n}" for n in names], folder=folder)
+        return self._remove_tables([f"{folder}/{n}" for n in names], folder=folder)
+
+    # ---- removed tables ------------------------------------------------------------------------
+    @property
+    def removed_tables_path(self) -> str:
+        return f"{self.root}/{SYSTEM_DIR}/{REMOVED_TABLES}"
+
+    def _remove_tables(self, paths: list[str], folder: str | None = None) -> bool:
+        """Remove these tables; where the backend can only empty them, first record them, so the
+        next VACUUM reaches their bytes though their stream has left the catalogue (a crash in
+        between leaves a record of tables not emptied yet: harmless)."""
+        if not self.backend.removes_folders:
+            txn = self.backend.transaction(self.removed_tables_path)
+            now = utc_now()
+            if txn.read_version < 0:
+                self.backend.create_table(self.removed_tables_path, REMOVED_TABLES_SCHEMA,
+                                          properties=SMALL_TABLE_PROPERTIES)
+                txn = self.backend.transaction(self.removed_tables_path)
+            txn.commit(txn.write_rows([(p, now) for p in paths], REMOVED_TABLES_SCHEMA))
+        return self.backend.remove_tables(paths, folder=folder)
+
+    def removed_tables(self) -> list[dict]:
+        """The recorded emptied tables: ``path``, ``removal_time`` (none on a backend that
+        removes folders)."""
+        if self.backend.removes_folders or not self.backend.is_table(self.removed_tables_path):
+            return []
+        return self.table_rows(self.removed_tables_path)
+
+    def forget_removed_tables(self, paths: Iterable[str]) -> None:
+        """Drop these paths from the record (their bytes have left storage)."""
+        gone = set(paths)
+        if gone:
+            self.backend.replace_rows(self.removed_tables_path, REMOVED_TABLES_SCHEMA,
+                                      lambda rows: [tuple(r[c] for c in REMOVED_TABLES_SCHEMA.fieldNames())
+                                                    for r in rows if r["path"] not in gone],
+                                      "forget removed tables")
 
     # ---- segments ----------------------------------------------------------------------------
     def segments(self, scope: str, stream: str) -> DataFrame:

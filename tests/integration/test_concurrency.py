@@ -73,6 +73,40 @@ def test_concurrent_writers_and_scaler(spark, root, manager, stream2, request):
 
 
 @pytest.mark.slow
+@pytest.mark.process
+def test_a_classic_and_a_sql_writer_append_to_one_stream_while_a_third_process_scales(spark, root, manager, stream2,
+                                                                                     monkeypatch):
+    """One store, both backends at once (an EMR job and a serverless notebook on one bucket): a
+    classic writer process and a public-API (sql) writer process append to
+    one stream while a third process splits and merges it. Every event lands once, in order per
+    key, and each backend reads what the other wrote."""
+    batches, per_batch = 5, 40
+    procs = [spawn("append", "--root", root, "--writer", f"w-{kind}", "--backend", kind, "--batches", str(batches),
+                   "--per-batch", str(per_batch), "--write-pause", "0.5", "--until-epoch", "1")
+             for kind in ("classic", "sql")]
+    procs.append(spawn("scale", "--root", root, "--scales", "2", "--after-events", "--pause", "2", "--backend", "classic"))
+    outputs = [p.communicate(timeout=1200) for p in procs]
+    for p, (out, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, f"worker failed:\n{out}\n{err[-3000:]}"
+    assert outputs[-1][0].count("SCALED") == 2
+    written = [line.split()[1:3] for out, _ in outputs[:-1] for line in out.splitlines() if line.startswith("WROTE")]
+    expected = Counter(p for w, b in written for _, p in batch_rows(w, int(b), per_batch, 8))
+    assert {w for w, _ in written} == {"w-classic", "w-sql"}
+    events = check_stream_consistent(spark, manager, "iot", "sensors")
+    assert Counter(r.event.decode() for r in events) == expected  # every event exactly once
+    check_key_order(events)
+    spans = [{r.segment_id >> 32 for r in events if r.event.decode().startswith(f"{w}:")} for w in ("w-classic", "w-sql")]
+    assert all(len(epochs) > 1 for epochs in spans), spans  # both wrote across a scale
+    # each backend reads what the other wrote, the same events at the same offsets
+    read = lambda m: sorted((r.segment_id, r.offset, bytes(r.event)) for r in m.read_events("iot", "sensors").collect())  # noqa: E731
+    classic = read(manager)
+    monkeypatch.setenv("PRAVEGA_SPARK_BACKEND", "sql")
+    sql_manager = ps.StreamManager(spark, root)
+    assert repr(sql_manager.controller.store.backend) == "SqlBackend()"
+    assert read(sql_manager) == classic and len(classic) == sum(expected.values())
+
+
+@pytest.mark.slow
 def test_writers_of_disjoint_segments_commit_without_retries(spark, root, manager, stream2):
     """Two writer processes, each on its own segment of one stream: no conflict, no retry
     (a write fences only the segments it appends to)."""

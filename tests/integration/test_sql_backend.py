@@ -166,3 +166,39 @@ def test_handles_pickle_by_root_and_names_and_rebuild_in_the_active_session(spar
     assert again_writer.write_events(events_df(spark, [("k", "p:0")]), write_number=1).event_count == 0
     assert again_writer.write_events(events_df(spark, [("k", "p:1")]), write_number=2).event_count == 1
     assert sorted(r.event.decode() for r in again_manager.read_events(scope, stream).collect()) == ["p:0", "p:1"]
+
+
+def test_deleted_streams_and_key_value_tables_leave_storage_at_the_next_vacuum(spark, manager, stream2, delta_backend):
+    """Bytes that ``delete_stream`` and ``delete_key_value_table`` removed are gone from storage
+    after ``vacuum(retention=timedelta(0))``, though the stream or table has left the catalogue
+    (the public-API backend empties their tables and records them for VACUUM; classic removes
+    their folders)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    scope, stream = stream2
+    secret = b"deleted-payload-7f3a"
+    manager.create_event_writer(scope, stream, "d").write_events(events_df(spark, [("k", secret.decode())] * 3))
+    manager.create_key_value_table(scope, "kv", ps.KeyValueTableConfiguration(partition_count=1, primary_key_length=4))
+    manager.key_value_table(scope, "kv").put(b"key1", secret)
+    root = manager.root.removeprefix("file:")
+
+    def holders() -> list[str]:
+        found = []
+        for folder, _, names in os.walk(root):
+            for name in names:
+                if name.endswith(".parquet") and "_delta_log" not in folder:
+                    table = pq.read_table(os.path.join(folder, name))
+                    if any(secret in (v or b"") for c in table.column_names if pa.types.is_binary(table.schema.field(c).type)
+                           for v in table.column(c).to_pylist()):
+                        found.append(os.path.join(folder, name))
+        return found
+
+    assert len(holders()) >= 2
+    manager.seal_stream(scope, stream)
+    assert manager.delete_stream(scope, stream)
+    assert manager.delete_key_value_table(scope, "kv")
+    manager.vacuum(retention=timedelta(0))
+    assert holders() == []
+    manager.vacuum(retention=timedelta(0))  # the record is forgotten: nothing left to visit
+    assert all(not p.startswith(f"{manager.root}/{scope}/") for p in manager.vacuum(retention=timedelta(0)))

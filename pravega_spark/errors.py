@@ -179,6 +179,11 @@ class StorageAccessError(PravegaSparkError):
     or its bucket (container) does not exist. Raised by ``StreamManager(...)`` before any write."""
 
 
+class StoreFormatError(PravegaSparkError):
+    """The store was written in a format this version of pravega_spark does not read (a newer
+    one): nothing is read or written. The message names both formats."""
+
+
 class UnsafeLogStoreError(InvalidConfigError):
     """An object-store root whose Delta log store is not put-if-absent (Delta's default
     ``S3SingleDriverLogStore``): a commit could be lost to a concurrent writer process, so the

@@ -109,6 +109,9 @@ class DeltaBackend(Protocol):
                      properties: dict[str, str] | None = None, rows: list[tuple] | None = None) -> bool:
         """Create the table unless it exists (safe to race); True if this call created it."""
 
+    def table_property(self, path: str, key: str) -> str | None:
+        """A property of the table's latest version, or None."""
+
     def read(self, path: str, version: int | None = None) -> DataFrame:
         """The table (at ``version``) as a DataFrame."""
 

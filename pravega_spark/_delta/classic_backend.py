@@ -99,6 +99,9 @@ class ClassicBackend:
                      properties: dict[str, str] | None = None, rows: list[tuple] | None = None) -> bool:
         return create_table(self.spark, path, schema, partition_by, properties, rows)
 
+    def table_property(self, path: str, key: str) -> str | None:
+        return log.table_property(self.spark, path, key)
+
     def read(self, path: str, version: int | None = None) -> DataFrame:
         return storage.read(self.spark, path, version)
 

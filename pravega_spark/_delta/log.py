@@ -149,3 +149,8 @@ def recent_changes(spark: SparkSession, path: str, since_ms: int, keep) -> list[
         hi, chunk = lo - 1, min(chunk * 2, 64)
     return out[::-1]
 
+
+def table_property(spark: SparkSession, path: str, key: str) -> str | None:
+    """A table property of the latest version (its metadata's configuration), or None."""
+    found = snapshot(spark, path).metadata().configuration().get(key)
+    return str(found.get()) if found.isDefined() else None

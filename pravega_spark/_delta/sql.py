@@ -210,8 +210,7 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> Non
         spark.sql(f"VACUUM {table(path)}").collect()
         return
     hours = float(retention_hours)
-    rows = spark.sql(f"SHOW TBLPROPERTIES {table(path)} ({literal(RETENTION_PROPERTY)})").collect()
-    kept = rows[0][1] if rows and "does not have" not in str(rows[0][1]) else None
+    kept = table_property(spark, path, RETENTION_PROPERTY)
     if hours >= _interval_hours(kept):
         spark.sql(f"VACUUM {table(path)} RETAIN {hours} HOURS").collect()
         return
@@ -224,6 +223,13 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> Non
             spark.sql(f"ALTER TABLE {table(path)} UNSET TBLPROPERTIES IF EXISTS ({literal(RETENTION_PROPERTY)})")
         else:
             spark.sql(f"ALTER TABLE {table(path)} SET TBLPROPERTIES ({literal(RETENTION_PROPERTY)} = {literal(kept)})")
+
+
+def table_property(spark: SparkSession, path: str, key: str) -> str | None:
+    """A table property (``SHOW TBLPROPERTIES``, one command), or None."""
+    rows = spark.sql(f"SHOW TBLPROPERTIES {table(path)} ({literal(key)})").collect()
+    value = rows[0][1] if rows else None
+    return None if value is None or "does not have property" in str(value) else str(value)
 
 
 def _interval_hours(text: str | None) -> float:

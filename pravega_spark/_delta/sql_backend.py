@@ -101,6 +101,9 @@ class SqlBackend:
         return retrying(lambda: sql.create_table(self.spark, path, schema, partition_by, properties, rows),
                         f"create table {path}")
 
+    def table_property(self, path: str, key: str) -> str | None:
+        return sql.table_property(self.spark, path, key)
+
     def read(self, path: str, version: int | None = None) -> DataFrame:
         return sql.read(self.spark, path, version)
 

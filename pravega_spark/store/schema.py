@@ -29,6 +29,12 @@ from pyspark.sql.types import (
 from .. import _delta
 
 SYSTEM_DIR = "_pravega"
+# The store's format, a property of its streams table set when the store is created. 1: stores
+# made before it was recorded (no property); 2: events tables may hold write marks (the public-API
+# backend's write numbers, ``MARKS_SEGMENT``). A store of a format above ``STORE_FORMAT`` is refused
+# (``StoreFormatError``); older ones are read as they are.
+STORE_FORMAT = 2
+STORE_FORMAT_PROPERTY = "pravega_spark.store.format"
 SCOPES_TABLE = "scopes"
 STREAMS_TABLE = "streams"
 READER_GROUPS_TABLE = "reader_groups"

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from .. import _delta
-from ..errors import ScopeNotFoundError
+from ..errors import ScopeNotFoundError, StoreFormatError
 from ..stream.record import ACTIVE, StreamRecord
 from ..stream.retention import RetentionRecord
 from ..stream.segments import SegmentRecord
@@ -47,6 +47,8 @@ from .schema import (
     SEGMENTS_SCHEMA,
     SEGMENTS_TABLE,
     SMALL_TABLE_PROPERTIES,
+    STORE_FORMAT,
+    STORE_FORMAT_PROPERTY,
     STREAM_KEY,
     STREAMS_SCHEMA,
     STREAMS_TABLE,
@@ -158,10 +160,27 @@ class Store(SegmentStore):
         a log look when it does. Every manager opening the store calls this, so the other methods
         may take them for granted; per-stream tables are created when their stream is, or on
         their first write (``_table``). Safe to race (``DeltaBackend.create_table``)."""
-        for path, schema, parts in ((self.scopes_path, SCOPES_SCHEMA, ()),
-                                    (self.streams_path, STREAMS_SCHEMA, (STREAM_KEY,)),
-                                    (self.reader_groups_path, READER_GROUPS_SCHEMA, (READER_GROUP_KEY,))):
-            self.backend.create_table(path, schema, parts, SMALL_TABLE_PROPERTIES)
+        formatted = {**SMALL_TABLE_PROPERTIES, STORE_FORMAT_PROPERTY: str(STORE_FORMAT)}
+        for path, schema, parts, props in ((self.scopes_path, SCOPES_SCHEMA, (), SMALL_TABLE_PROPERTIES),
+                                           (self.streams_path, STREAMS_SCHEMA, (STREAM_KEY,), formatted),
+                                           (self.reader_groups_path, READER_GROUPS_SCHEMA, (READER_GROUP_KEY,),
+                                            SMALL_TABLE_PROPERTIES)):
+            if self.backend.create_table(path, schema, parts, props) or path != self.streams_path:
+                continue
+            self.check_format()
+
+    def check_format(self) -> int:
+        """The store's format (``STORE_FORMAT_PROPERTY`` of its streams table; 1 without one).
+
+        Raises:
+            StoreFormatError: a newer format than this library reads.
+        """
+        found = self.backend.table_property(self.streams_path, STORE_FORMAT_PROPERTY)
+        number = int(found) if found and found.isdigit() else 1
+        if number > STORE_FORMAT:
+            raise StoreFormatError(f"the store at {self.root} has format {number}, and this pravega_spark reads "
+                                   f"formats up to {STORE_FORMAT}: upgrade pravega_spark to use it")
+        return number
 
     # ---- scopes ------------------------------------------------------------------------------
     def scopes(self) -> DataFrame:

@@ -202,3 +202,25 @@ def test_deleted_streams_and_key_value_tables_leave_storage_at_the_next_vacuum(s
     assert holders() == []
     manager.vacuum(retention=timedelta(0))  # the record is forgotten: nothing left to visit
     assert all(not p.startswith(f"{manager.root}/{scope}/") for p in manager.vacuum(retention=timedelta(0)))
+
+
+def test_a_store_of_a_newer_format_is_refused_in_one_line_and_an_older_one_is_read(spark, root, manager, stream2,
+                                                                                  delta_backend):
+    """The store records its format (2: write marks may be in its events tables); a library that
+    finds a newer one refuses the store, naming both formats, before reading or writing anything;
+    a store from before the format was recorded (no property: format 1) is read as it is."""
+    from tests.helpers import table_versions
+
+    scope, stream = stream2
+    streams = f"{manager.root}/_pravega/streams"
+    assert manager.controller.store.check_format() == 2
+    spark.sql(f"ALTER TABLE delta.`{streams}` SET TBLPROPERTIES ('pravega_spark.store.format' = '3')")
+    before = table_versions(spark, root)
+    with pytest.raises(ps.StoreFormatError, match="has format 3, and this pravega_spark reads formats up to 2") as caught:
+        ps.StreamManager(spark, root)
+    assert "\n" not in str(caught.value)
+    assert table_versions(spark, root) == before
+    spark.sql(f"ALTER TABLE delta.`{streams}` UNSET TBLPROPERTIES ('pravega_spark.store.format')")
+    again = ps.StreamManager(spark, root)
+    assert again.controller.store.check_format() == 1
+    assert again.read_events(scope, stream).count() == 0

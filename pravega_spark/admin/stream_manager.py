@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import DataFrame, SparkSession
 
 from .. import _delta
-from .._session import ship_package
+from .._session import active_session, ship_package
 from ..controller import stream_tasks, subscribers, watermarks
 from ..controller.client import Controller
 from ..controller.stream_cut_helper import CutOrName
@@ -89,8 +89,7 @@ class StreamManager:
         return f"StreamManager(root={self.root!r})"
 
     def __reduce__(self):
-        """Pickled by its root (a ``foreachBatch`` function that captured it runs on a Spark
-        Connect server): rebuilt there in the active session."""
+        """Pickled by its root, rebuilt in the active session (e.g. in ``foreachBatch`` on a server)."""
         return (manager_from_root, (self.root,))
 
     @property
@@ -698,6 +697,4 @@ class StreamManager:
 
 def manager_from_root(root: str) -> StreamManager:
     """A ``StreamManager`` rebuilt from its pickled root, in the active session."""
-    from .._session import active_session
-
     return StreamManager(active_session(), root)

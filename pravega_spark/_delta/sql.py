@@ -18,13 +18,13 @@ it fails the classic transaction) and whose conditions carry the decision taken 
 - **tails** (events tables: appends, seals). The ON clause fences the segments and prunes to the
   region at or after each tail read; a data condition matches any row there that ends after the
   tail or seals the segment. Such a row matches every source row, and ``WHEN MATCHED`` raises:
-  the MERGE commits nothing, and the writer retries from fresh tails. (Not an insert-only MERGE
-  inserting nothing: that still commits, and would record an idempotent write's number.)
+  the MERGE commits nothing, and the writer retries from fresh tails. A write number is the
+  writer's *write mark*, a row the same MERGE updates (``MARKS_SEGMENT``), never a session
+  setting.
 
-``SqlTransaction`` offers the part of ``DeltaTransaction``'s interface these need, so the
-control plane's code is the same on both backends. What Connect cannot express (placing files at
-commit, application versions read back from the log, job-free log reads) raises
-``UnsupportedOperationError`` naming the capability.
+``SqlTransaction`` offers ``DeltaTransaction``'s interface, so the control plane's code is the
+same on both backends. What the public API cannot express (placing files at commit, job-free log
+reads) raises ``UnsupportedOperationError`` naming the capability.
 """
 
 from __future__ import annotations

@@ -353,6 +353,7 @@ class SqlTransaction:
         self._tails: dict[int, int] | None = None
         self._tail_column: str | None = None
         self._tail_end: str | None = None  # set by ``expect_max``: the column the condition compares
+        self._marks_read: dict[str, tuple[int, int] | None] = {}  # app id -> (number, generation) read
         self.inserted: int | None = None  # rows the last commit inserted
         self.committed_version: int | None = None  # the version of the last insert, when found
 
@@ -434,19 +435,25 @@ class SqlTransaction:
                 .agg(F.max("end_offset").alias("end")).collect()) if where else []
         return {int(r[column]): int(r["end"]) for r in rows}
 
-    def insert_frame(self, source: DataFrame, app: AppVersion | None = None) -> int:
-        """Insert ``source``'s rows at the tails read (or expected): the rows inserted (0: the
-        source was empty), -1 when ``app``'s number was recorded already (the events table's write
-        mark holds it or a larger one: nothing was written).
+    def insert_frame(self, source: DataFrame | None, app: AppVersion | Sequence[AppVersion] | None = None) -> int:
+        """Insert ``source``'s rows at the tails read (or expected; none: only the marks fence
+        it), with the application versions ``app`` in the same MERGE: the rows inserted (0: the
+        source was empty), -1 when a write number was recorded already (the write mark holds it
+        or a larger one: nothing was written). An id whose version this transaction read is a
+        compare-and-set against what it read (as Delta fences a read ``SetTransaction``).
 
         Raises:
-            Retry: the tails moved (or a segment was sealed) since: nothing was written.
+            Retry: the tails moved (or a segment was sealed), or a mark read changed, since:
+                nothing was written.
         """
+        marks = [] if app is None else [app] if isinstance(app, AppVersion) else list(app)
+        expected = {m.app_id: self._marks_read[m.app_id] for m in marks if m.app_id in self._marks_read}
+        tails = self._tails or {}
         if self._tail_end is None:
-            inserted = fenced_insert(self.spark, self.path, source, self._tail_column, self._tails,
-                                     numbered=app is not None, mark=app)
+            inserted = fenced_insert(self.spark, self.path, source, self._tail_column or "segment_id", tails,
+                                     numbered=bool(marks), marks=marks, expected=expected)
         else:  # a versioned table (``expect_max``): always fail when stale
-            inserted = fenced_insert(self.spark, self.path, source, self._tail_column, self._tails,
+            inserted = fenced_insert(self.spark, self.path, source, self._tail_column, tails,
                                      seal_type=None, end_column=self._tail_end, start_column=None)
         self.inserted = inserted
         self.committed_version = None  # finding it would cost a query (and a session setting to tag it)
@@ -498,17 +505,26 @@ class SqlTransaction:
         return AppVersion(app_id, int(number))
 
     def app_version(self, app_id: str) -> int:
-        """The largest number recorded for ``app_id`` (-1: none): its write mark, one query."""
-        return self.app_versions(app_id).get(app_id, (-1, None))[0]
+        """The largest number recorded for ``app_id`` (-1: none): its write mark, one query. The
+        commit fences it: setting it then is a compare-and-set against what was read."""
+        found = self._mark_reads(app_id).get(app_id)
+        self._marks_read[app_id] = None if found is None else (found[0], found[2])
+        return -1 if found is None else found[0]
 
     def app_versions(self, prefix: str) -> dict[str, tuple[int, int | None]]:
         """The write marks of the application ids starting with ``prefix``: each one's number and
         last update (ms), one query over the marks partition."""
+        return {a: (n, updated) for a, (n, updated, _) in self._mark_reads(prefix).items()}
+
+    def _mark_reads(self, prefix: str) -> dict[str, tuple[int, int | None, int]]:
         rows = (read(self.spark, self.path)
                 .where((F.col("segment_id") == MARKS_SEGMENT) & F.col("writer_id").startswith(prefix))
                 .groupBy("writer_id").agg(F.max("rel_offset").alias("number"),
-                                          F.max("rel_next_offset").alias("updated")).collect())
-        return {r["writer_id"]: (int(r["number"]), None if r["updated"] is None else int(r["updated"])) for r in rows}
+                                          F.max("rel_next_offset").alias("updated"),
+                                          F.max(F.coalesce("rel_event_offset", F.lit(0))).alias("generation"))
+                .collect())
+        return {r["writer_id"]: (int(r["number"]), None if r["updated"] is None else int(r["updated"]),
+                                 int(r["generation"])) for r in rows}
 
     # ---- files placed by hand: the classic transaction's; no public API offers them -----------
     @staticmethod
@@ -562,23 +578,18 @@ class SqlTransaction:
         apps = [e for e in (extra or []) if isinstance(e, AppVersion)]
         if delete_predicate is not None or any(not isinstance(e, (RowsRemoved, AppVersion)) for e in (extra or [])):
             raise UnsupportedOperationError("committing files placed by hand over Spark Connect")
-        if len(apps) > 1:
-            raise UnsupportedOperationError("several application versions in one commit over Spark Connect")
         schema = new[0].schema if new else None
         rows = [r for n in new for r in n.rows]
-        if self._tails is not None:
-            if rows:
-                self.insert_frame(self.spark.createDataFrame(rows, schema), apps[0] if apps else None)
+        if self._tails is not None or (apps and not self._reads):
+            if rows or apps:
+                self.insert_frame(self.spark.createDataFrame(rows, schema) if rows else None, apps)
         elif self._reads:
             if apps:
                 raise UnsupportedOperationError("an application version with a compare-and-set of rows on the "
                                                 "public-API backend")
             self._commit_rows(rows, schema, removed)
         elif rows:
-            writer = self.spark.createDataFrame(rows, schema).write.format("delta").mode("append")
-            if apps:
-                writer = writer.option("txnAppId", apps[0].app_id).option("txnVersion", apps[0].version)
-            writer.save(self.path)
+            self.spark.createDataFrame(rows, schema).write.format("delta").mode("append").save(self.path)
             self.inserted = len(rows)
         else:
             return self.empty_commit()
@@ -661,16 +672,18 @@ def mark_row(spark: SparkSession, schema: StructType, app: AppVersion) -> DataFr
     slot = mark_slot(app.app_id)
     values = {"segment_id": MARKS_SEGMENT, "base_offset": slot, "end_offset": slot, "rel_offset": int(app.version),
               "rel_next_offset": int(app.last_updated), "record_type": RECORD_WRITE_MARK, "writer_id": app.app_id,
+              "rel_event_offset": 0,
               "write_time": datetime.fromtimestamp(app.last_updated / 1000, tz=timezone.utc)}
     return spark.createDataFrame([tuple(values.get(f.name) for f in schema.fields)], schema)
 
 
-def fenced_insert(spark: SparkSession, path: str, source: DataFrame, column: str, tails: Mapping[int, int],
+def fenced_insert(spark: SparkSession, path: str, source: DataFrame | None, column: str, tails: Mapping[int, int],
                   seal_type: int | None = 1, numbered: bool = True, end_column: str = "end_offset",
-                  start_column: str | None = "base_offset", mark: AppVersion | None = None) -> int:
+                  start_column: str | None = "base_offset", marks: Sequence[AppVersion] = (),
+                  expected: Mapping[str, tuple[int, int] | None] | None = None) -> int:
     """Insert ``source``'s rows unless a row of one of the ``tails``' segments ends after its tail
-    or seals it (one MERGE, fenced on those segments); the rows inserted, -1 when ``mark``'s
-    number was recorded already.
+    or seals it (one MERGE, fenced on those segments); the rows inserted, -1 when a write number
+    of ``marks`` was recorded already.
 
     The ON clause's partition-only conjuncts (the segments, and each one's region at or after its
     tail) are the commit's read predicate: a concurrent add there fails it with Delta's
@@ -681,59 +694,108 @@ def fenced_insert(spark: SparkSession, path: str, source: DataFrame, column: str
     ``numbered=False``: an insert-only MERGE (one pass over the source); stale, it inserts nothing
     and commits an empty version, which harms no one.
 
-    ``mark`` (an events table's write number, see ``MARKS_SEGMENT``): the mark's slot joins the
-    fence, the mark row joins the source, and the MERGE raises ``DUPLICATE`` if the recorded
-    number is not below ``mark``'s (nothing written), else updates or inserts the mark in the
-    same commit as the rows. A stale MERGE fails whole, so no number is ever recorded without
-    its rows.
+    ``marks`` (application versions, see ``MARKS_SEGMENT``): each mark's slot joins the fence,
+    its row joins the source, and the same commit updates (or inserts) it. A mark whose id is in
+    ``expected`` is a compare-and-set: the recorded (number, generation) must still be the one
+    read (None: no mark yet), else the MERGE raises ``STALE`` (nothing written; the caller reads
+    again). Any other mark is a write number: the recorded one must be below it, else the MERGE
+    raises ``DUPLICATE`` (nothing written). Every update adds one to the mark's generation, so a
+    compare-and-set also fails after a change that kept the number. A stale MERGE fails whole, so
+    no mark is ever recorded without its rows.
 
     The events table's columns are the defaults; a key-value table passes ``end_column="version"``,
-    no ``start_column`` (no region within a partition) and no ``seal_type``.
+    no ``start_column`` (no region within a partition) and no ``seal_type``. No ``tails``: only
+    the marks fence the commit (rows staged in a partition of their own).
 
     Raises:
-        Retry: the tails moved, or a segment was sealed: nothing was written.
+        Retry: the tails moved, a segment was sealed, or a compare-and-set mark changed: nothing
+            was written.
     """
+    expected = dict(expected or {})
     # the source's own session runs the statement (a ``foreachBatch`` batch lives in a session of
     # its own, where its view is registered)
-    session = getattr(source, "sparkSession", None) or spark
+    session = (getattr(source, "sparkSession", None) if source is not None else None) or spark
+    if source is None:
+        source = session.createDataFrame([], read(session, path).schema)
     ids = sorted(int(s) for s in tails)
-    region = "true" if start_column is None else " OR ".join(
-        f"(t.`{column}` = {s} AND t.`{start_column}` >= {int(tails[s])})" for s in ids)
-    ends = " ".join(f"WHEN {s} THEN {int(tails[s])}" for s in ids)
-    sealed = "" if seal_type is None else f" OR t.record_type = {int(seal_type)}"
+    fences, conditions = [], []
+    if ids:
+        region = "true" if start_column is None else " OR ".join(
+            f"(t.`{column}` = {s} AND t.`{start_column}` >= {int(tails[s])})" for s in ids)
+        ends = " ".join(f"WHEN {s} THEN {int(tails[s])}" for s in ids)
+        sealed = "" if seal_type is None else f" OR t.record_type = {int(seal_type)}"
+        fences.append(f"t.`{column}` IN ({', '.join(map(str, ids))}) AND ({region})")
+        conditions.append(f"(t.`{column}` <> {MARKS_SEGMENT} AND (t.`{end_column}` > CASE t.`{column}` {ends} END"
+                          f"{sealed}))")
     stale = f"raise_error('{STALE}: tails moved')"
-    fence = f"t.`{column}` IN ({', '.join(map(str, ids))}) AND ({region})"
-    moved = f"t.`{end_column}` > CASE t.`{column}` {ends} END{sealed}"
-    marks = ""
-    if mark is not None:
-        slot = mark_slot(mark.app_id)
-        source = source.unionByName(mark_row(session, source.schema, mark))
-        fence = f"({fence}) OR (t.`{column}` = {MARKS_SEGMENT} AND t.base_offset = {slot})"
-        moved = (f"(t.`{column}` <> {MARKS_SEGMENT} AND ({moved})) OR (t.`{column}` = {MARKS_SEGMENT} "
-                 f"AND s.`{column}` = {MARKS_SEGMENT} AND t.writer_id = s.writer_id)")
-        marks = (f"WHEN MATCHED AND t.`{column}` = {MARKS_SEGMENT} AND t.rel_offset < s.rel_offset THEN UPDATE SET "
-                 "t.rel_offset = s.rel_offset, t.rel_next_offset = s.rel_next_offset, t.write_time = s.write_time "
-                 f"WHEN MATCHED AND t.`{column}` = {MARKS_SEGMENT} THEN UPDATE SET t.rel_offset = "
-                 f"raise_error('{DUPLICATE}') ")
+    clauses = missing = ""
+    if marks:
+        slots = sorted({mark_slot(m.app_id) for m in marks})
+        for m in marks:
+            source = source.unionByName(mark_row(session, source.schema, m))
+        fences.append(f"(t.`{column}` = {MARKS_SEGMENT} AND t.base_offset IN ({', '.join(map(str, slots))}))")
+        conditions.append(f"(t.`{column}` = {MARKS_SEGMENT} AND s.`{column}` = {MARKS_SEGMENT} "
+                          "AND t.writer_id = s.writer_id)")
+        clauses = _mark_clauses(column, marks, expected)
+        missing = _missing_mark_clause(column, marks, expected)
+    if not fences:
+        raise ValueError("fenced_insert needs tails or marks")
+    fence = " OR ".join(f"({f})" for f in fences)
+    moved = " OR ".join(conditions)
     # a write without a number may commit nothing when stale (an empty version, harmless): it
     # keeps Delta's insert-only MERGE, one pass over the source
-    matched = f"WHEN MATCHED THEN UPDATE SET t.`{end_column}` = {stale} " if numbered else ""
+    matched = f"WHEN MATCHED THEN UPDATE SET t.`{end_column}` = {stale} " if numbered or marks else ""
     try:
         result = session.sql(
             f"MERGE INTO {table(path)} AS t USING {{source}} AS s ON ({fence}) AND ({moved}) "
-            f"{marks}{matched}WHEN NOT MATCHED THEN INSERT *", source=source).collect()
+            f"{clauses}{matched}{missing}WHEN NOT MATCHED THEN INSERT *", source=source).collect()
     except Exception as exc:
         if raised(exc, DUPLICATE):
             return -1
         if raised(exc, STALE) or MULTIPLE_MATCHES in str(exc).split("\n", 1)[0]:
-            raise Retry(f"{path}: tails moved since they were read") from None
+            raise Retry(f"{path}: tails or marks moved since they were read") from None
         raise
     inserted = int(result[0]["num_inserted_rows"]) if result else 0
-    if mark is not None:  # the mark's own row: inserted the first time, else updated
-        inserted -= 1 - int(result[0]["num_updated_rows"])
-    if inserted == 0 and not numbered and not source.isEmpty():
+    inserted -= len(marks) - (int(result[0]["num_updated_rows"]) if result else 0)  # the marks' own rows
+    if inserted == 0 and not numbered and not marks and not source.isEmpty():
         raise Retry(f"{path}: tails moved since they were read")
     return inserted
+
+
+def _mark_clauses(column: str, marks: Sequence[AppVersion], expected: Mapping[str, tuple[int, int] | None]) -> str:
+    """The MERGE clauses that update ``marks`` (see ``fenced_insert``): a compare-and-set for the
+    ids in ``expected``, a write number's "larger than recorded" for the others."""
+    def case(values: dict[str, str], default: str) -> str:
+        whens = " ".join(f"WHEN {literal(k)} THEN {v}" for k, v in sorted(values.items()))
+        return f"CASE t.writer_id {whens} ELSE {default} END" if whens else default
+
+    allowed = {}
+    for m in marks:
+        if m.app_id not in expected:
+            allowed[m.app_id] = "t.rel_offset < s.rel_offset"
+        elif expected[m.app_id] is None:
+            allowed[m.app_id] = "false"
+        else:
+            number, generation = expected[m.app_id]
+            allowed[m.app_id] = f"(t.rel_offset = {int(number)} AND coalesce(t.rel_event_offset, 0) = {int(generation)})"
+    refusal = case({m.app_id: literal(f"{STALE}: mark {m.app_id} changed") for m in marks if m.app_id in expected},
+                   literal(DUPLICATE))
+    out = (f"WHEN MATCHED AND t.`{column}` = {MARKS_SEGMENT} AND ({case(allowed, 'false')}) THEN UPDATE SET "
+           "t.rel_offset = s.rel_offset, t.rel_next_offset = s.rel_next_offset, t.write_time = s.write_time, "
+           "t.rel_event_offset = coalesce(t.rel_event_offset, 0) + 1 "
+           f"WHEN MATCHED AND t.`{column}` = {MARKS_SEGMENT} THEN UPDATE SET t.rel_offset = raise_error({refusal}) ")
+    return out
+
+
+def _missing_mark_clause(column: str, marks: Sequence[AppVersion],
+                         expected: Mapping[str, tuple[int, int] | None]) -> str:
+    """The MERGE clause that fails a compare-and-set of a mark that was read but is gone."""
+    must_exist = [m.app_id for m in marks if expected.get(m.app_id) is not None]
+    if not must_exist:
+        return ""
+    return (f"WHEN NOT MATCHED AND s.`{column}` = {MARKS_SEGMENT} AND s.writer_id IN "
+            f"({', '.join(literal(a) for a in must_exist)}) THEN INSERT (`{column}`) "
+            f"VALUES (raise_error('{STALE}: a mark is gone')) ")
 
 
 def app_versions(spark: SparkSession, path: str, prefix: str) -> dict[str, tuple[int, int | None]]:

@@ -145,6 +145,11 @@ class SqlBackend:
     def delete_matching(self, path: str, source: DataFrame, on: list[str]) -> int:
         return sql.delete_matching(self.spark, path, source, on)
 
+    def delete_partitions(self, path: str, column: str, values: Sequence[int]) -> None:
+        """One DELETE on partition values (metadata only: no file is read)."""
+        retrying(lambda: sql.delete_where(self.spark, path, f"`{column}` IN ({', '.join(str(int(v)) for v in values)})"),
+                 f"delete partitions of {path}")
+
     def truncate(self, path: str, column: str, below: Mapping[int, int | None]) -> CommitMetrics:
         """DELETEs on partition values: see ``sql.truncate``."""
         return CommitMetrics(*sql.truncate(self.spark, path, column, below))

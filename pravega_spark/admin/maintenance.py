@@ -82,7 +82,7 @@ def staged_age_hours(controller: Controller, scope: str, stream: str) -> float |
     than its begin, at most ``MAX_EXECUTION_TIME`` before its max execution expiry).
     """
     store, backend = controller.store, controller.store.backend
-    if not backend.places_files:  # no staged data: transactions and large events place files
+    if not backend.places_files:  # staged rows there are committed rows: VACUUM keeps them
         return None
     events = backend.transaction(store.events_path(scope, stream))
     times = [f.modification_time for f in events.files_where(f"{EVENTS_PARTITION} < 0")]

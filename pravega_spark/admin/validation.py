@@ -59,7 +59,7 @@ from ..tables.kv_router import partition_column
 from ..tables.table_entries import KeyValueTableConfiguration
 from ..writers.transactions import (
     epoch_ms,
-    remove_decided_manifests,
+    remove_decided_staging,
     staging_partition,
     transaction_states,
 )
@@ -471,8 +471,7 @@ def _undecided_staging(controller: Controller, scope: str, stream: str) -> list[
 
 def _quiet_version(controller: Controller, scope: str, stream: str, attempts: int = 20) -> tuple[StreamRecord, int]:
     """The settled stream row and an events-table version read while that row did not change."""
-    remove_decided_manifests(lambda: controller.store.backend.transaction(controller.store.events_path(scope, stream)),
-                             epoch_ms())
+    remove_decided_staging(controller.store.backend, controller.store.events_path(scope, stream), epoch_ms())
     for _ in range(attempts):
         record = controller.recover(controller.stream_record(scope, stream))
         version = controller.store.events_version(scope, stream)

@@ -23,8 +23,10 @@ from ..writers.transactions import (
     encode_state,
     epoch_ms,
     manifest_removals,
+    remove_staged_rows,
     staged_data_paths,
     staging_partition,
+    staging_partitions_present,
     transaction_states,
 )
 
@@ -36,6 +38,9 @@ def abort_timed_out(events_txn_factory, scope: str, stream: str, now_ms: int, sp
     manifests in the same commit, then delete its staged files; also remove manifests that a
     decided transaction left behind (a process stopped between its commit and its clean-up)."""
     deleted: list[str] = []
+    backend = _delta.backend_for(spark) if spark is not None else None
+    if backend is not None and not backend.places_files:
+        return abort_timed_out_rows(events_txn_factory, backend, scope, stream, now_ms, events_path)
 
     def attempt() -> list[str]:
         txn = events_txn_factory()
@@ -65,6 +70,36 @@ def abort_timed_out(events_txn_factory, scope: str, stream: str, now_ms: int, sp
     expired = _delta.retrying(attempt, f"abort timed-out transactions of {scope}/{stream}")
     if deleted and spark is not None:
         _delta.backend_for(spark).delete_files(events_path, deleted)
+    return expired
+
+
+def abort_timed_out_rows(events_txn_factory, backend, scope: str, stream: str, now_ms: int,
+                         events_path: str) -> list[str]:
+    """``abort_timed_out`` on the public-API backend: one MERGE records ABORTED for every expired
+    transaction (compare-and-sets of the states read: a concurrent commit or ping fails it and the
+    retry reads again), then one DELETE removes the staged rows of every decided transaction."""
+
+    def attempt() -> tuple[list[str], set[int]]:
+        txn = events_txn_factory()
+        states = transaction_states(txn, now_ms)
+        expired = [s["txn_id"] for s in states if s["timed_out"]]
+        actions = []
+        for txn_id in expired:
+            app = TXN_APP_PREFIX + txn_id
+            txn.app_version(app)
+            actions.append(txn.set_app_version(app, encode_state(STATE_ABORTED, now_ms)))
+        if actions:
+            txn.commit(None, (), actions)
+        decided = {staging_partition(uuid.UUID(s["txn_id"])) for s in states
+                   if s["status"] in ("COMMITTED", "ABORTED")}
+        return expired, decided
+
+    expired, decided = _delta.retrying(attempt, f"abort timed-out transactions of {scope}/{stream}")
+    left = staging_partitions_present(backend, events_path) & decided
+    remove_staged_rows(backend, events_path, sorted(left))
+    if expired or left:
+        log.info("aborted %d timed-out transactions of %s/%s (%d staging partitions removed): %s",
+                 len(expired), scope, stream, len(left), expired)
     return expired
 
 

@@ -36,6 +36,7 @@ from ..store.schema import (
     HEADER_SIZE,
     MAX_EVENT_SIZE,
     RECORD_EVENT,
+    RECORD_STAGED,
     UNPLACED,
 )
 from ..stream.segments import SegmentRecord, epoch_members
@@ -348,20 +349,32 @@ class Appender:
         grown = {sid: lengths[sid] - tails[sid] for sid in written if lengths[sid] != tails[sid]}
         return self._finish(segments, lengths, grown, version, txn.table_id, sum(f.num_records for f in files))
 
-    def attempt_at_tails(self, events: DataFrame, order: list[str], number: int | None) -> WriteResult:
+    def attempt_at_tails(self, events, order: list[str], number: int | None, guard=None) -> WriteResult:
         """One attempt of an append over Spark Connect: the events placed at the tails (from this
         writer's last commit, else read), inserted by one fenced MERGE (``_delta.sql``) that
         inserts nothing if the tails moved or a segment was sealed. A write number rides in the
         same MERGE as the writer's write mark (``_delta.sql.MARKS_SEGMENT``): a number not above
-        the mark's is skipped, with nothing written."""
+        the mark's is skipped, with nothing written.
+
+        ``guard(txn)`` (optional, instead of a number) runs first: it returns the marks to set in
+        the same MERGE (compare-and-sets of what it read), or None when the write is applied
+        already. ``events`` may be a function of no argument giving the DataFrame: it is then
+        called after the guard's read (a source read from the table sees at least what it saw).
+        """
         txn = self.transaction()
-        if self._hint is not None:
+        marks = None
+        if guard is not None:
+            marks = guard(txn)
+            if marks is None:  # applied already: report the current tail, write nothing
+                return WriteResult(0, 0, None, StreamCut(self.scoped_name, self.open_segments(txn)[1]))
+        if self._hint is not None and guard is None:
             segments, tails = self._hint[0], self._hint[1]
             txn.fence_partitions(EVENTS_PARTITION, list(tails))
             txn.expect_tails(EVENTS_PARTITION, tails)
         else:
             segments, tails = self.open_segments_settling(txn)
         self._hint = None
+        events = events() if callable(events) else events
         placed = (events
                   .transform(with_key_position)
                   .transform(with_segment_id, segments=segments)
@@ -373,10 +386,11 @@ class Appender:
                           F.current_timestamp().alias("write_time"),
                           F.lit(None).cast("long").alias("rel_event_offset"))
                   .select(*EVENTS_SCHEMA.fieldNames()))
-        app = None if number is None else txn.set_app_version(WRITER_APP_PREFIX + self.writer_id, number)
+        if marks is None:
+            marks = [] if number is None else [txn.set_app_version(WRITER_APP_PREFIX + self.writer_id, number)]
         failpoint("append:before_commit")
         try:
-            inserted = txn.insert_frame(placed, app)
+            inserted = txn.insert_frame(placed, marks)
         except Exception as exc:  # the job's raise_error surfaces as a Spark error
             self._raise_event_error(exc)
             raise
@@ -387,6 +401,36 @@ class Appender:
         grown = {sid: end - tails[sid] for sid, end in txn.ends_of_insert().items()} if inserted else {}
         lengths = {sid: tails[sid] + grown.get(sid, 0) for sid in tails}
         return self._finish(segments, lengths, grown, txn.committed_version, None, inserted)
+
+    def stage_rows(self, events: DataFrame, order: list[str], partition: int, rank: int, guard) -> int:
+        """Stage ``prepare``d events as rows of ``partition`` (a transaction's staging partition:
+        readers never see it), in one MERGE whose marks ``guard(txn)`` gives (compare-and-sets of
+        what it read: a concurrent decision fails it, and ``guard`` raises on the next attempt).
+        Each row keeps its place in the write's order (``rel_offset``) and the write's ``rank``
+        (``base_offset``), so that a commit can replay them in order. Returns the rows staged.
+
+        Raises:
+            EventTooLargeError: an event exceeds 8 MiB (nothing is staged).
+        """
+        ordered = events.orderBy(*[F.col(c) for c in order], F.col("__seq")) if order else events
+        position = F.monotonically_increasing_id() if order else F.col("__seq")
+        values = {"segment_id": F.lit(int(partition)), "base_offset": F.lit(int(rank)),
+                  "end_offset": F.lit(int(rank)), "rel_offset": position, "rel_next_offset": F.lit(0),
+                  "record_type": F.lit(RECORD_STAGED), "routing_key": F.col("routing_key"), "event": F.col("event"),
+                  "writer_id": F.lit(self.writer_id), "write_time": F.current_timestamp(),
+                  "rel_event_offset": F.lit(None)}
+        staged = ordered.transform(with_event_checks).select(
+            *[values[f.name].cast(f.dataType).alias(f.name) for f in EVENTS_SCHEMA.fields])
+
+        def attempt() -> int:
+            txn = self.transaction()
+            try:
+                return txn.insert_frame(staged, guard(txn))
+            except Exception as exc:
+                self._raise_event_error(exc)
+                raise
+
+        return _delta.retrying(attempt, f"stage events in {self.scoped_name}", self.retry)
 
     def _lengths_after(self, txn: _delta.TableTransaction, version: int, lengths: dict[int, int],
                        written: list[int]) -> dict[int, int]:

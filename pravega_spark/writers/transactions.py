@@ -60,6 +60,7 @@ from ..store.schema import (
     EVENTS_PARTITIONS,
     EVENTS_SCHEMA,
     EVENTS_STATS_COLUMNS,
+    MARKS_SEGMENT,
     RECORD_STAGED,
 )
 from .appender import WriteResult, pending_file
@@ -201,6 +202,7 @@ class Transaction:
         self._closed: TxnStatus | None = None  # set once this handle saw the txn decided
         self._unflushed: list[PendingFile] = []  # written by this handle, not yet recorded
         self._writes = 0  # this handle's writes so far: orders its buffered files
+        self._rank = 0  # the public-API backend's rank of this handle's latest staged write
 
 
     @classmethod
@@ -261,6 +263,8 @@ class Transaction:
         """
         self._check_handle_open()
         appender = self._writer._appender
+        if not appender.places_files:
+            return self._stage_rows(df, routing_key, event, order_by)
         files_of = appender.files_of(appender.routed(df, routing_key, event, order_by))
 
         def attempt() -> list[PendingFile]:
@@ -302,6 +306,26 @@ class Transaction:
                              EVENTS_PARTITIONS)
         count = sum(f.num_records for f in self._unflushed)
         log.info("%r flushed %d events in %d files at version %d", self, count, len(self._unflushed), version)
+        return count
+
+    def _stage_rows(self, df: DataFrame, routing_key: str, event: str, order_by) -> int:
+        """The public-API backend's staged write (no file can be written there without being
+        committed): the events become rows of the staging partition at once, in one MERGE that
+        also touches the transaction's state, so a concurrent commit, abort or ping fails one of
+        the two (``TxnFailedError`` here if the transaction was decided). Nothing stays buffered:
+        ``flush()`` has nothing to do."""
+        appender = self._writer._appender
+        names = [order_by] if isinstance(order_by, str) else list(order_by or [])
+        events = appender.prepare(df, routing_key, event, order_by)
+        self._writes += 1
+        self._rank = max(self._rank + 1, epoch_ms() << 12)
+
+        def guard(txn: _delta.TableTransaction) -> list:
+            self._require_open(txn)
+            return [txn.set_app_version(self._app, txn.app_version(self._app))]
+
+        count = appender.stage_rows(events, names, self._partition, self._rank, guard)
+        log.info("%r staged %d events", self, count)
         return count
 
     # ---- state -------------------------------------------------------------------------------
@@ -352,11 +376,13 @@ class Transaction:
         """
         if self._closed is TxnStatus.COMMITTED:
             # a process stopped between the commit and its clean-up leaves the manifests
-            remove_manifests(self._writer._transaction, [self._partition])
+            self._remove_staging()
             return WriteResult(0, 0, None, self._writer._controller.tail_stream_cut(
                 self._writer.scope, self._writer.stream))
         self._check_handle_open()
         appender = self._writer._appender
+        if not appender.places_files:
+            return self._commit_rows(timestamp)
         manifests: list = []
 
         def guard(txn: _delta.TableTransaction):
@@ -383,13 +409,61 @@ class Transaction:
             raise TxnFailedError(f"{self!r} cannot be committed: {exc}") from None
         self._unflushed = []
         if manifests:  # their clean-up: a commit of its own, so that the commit above is a pure append
-            remove_manifests(self._writer._transaction, [self._partition])
+            self._remove_staging()
         self._closed = TxnStatus.COMMITTED
         log.info("%r committed: %d events, %d bytes at version %s", self, result.event_count,
                  result.byte_count, result.version)
         if timestamp is not None:
             self._writer._events.note_time(timestamp)
         return result
+
+    def _commit_rows(self, timestamp: datetime | None) -> WriteResult:
+        """The public-API backend's commit: one fenced MERGE inserts the staged rows at the tails
+        current then (routed by the current segments, in staging order per key) and sets the
+        state COMMITTED, compared with the state read (a staged write since changes it, so none
+        can be left out); then the staging partition is deleted (a commit of its own)."""
+        appender = self._writer._appender
+        backend = appender.backend
+        path = appender.store.events_path(self._writer.scope, self._writer.stream)
+
+        def guard(txn: _delta.TableTransaction):
+            status, _ = self._status(txn)
+            if status is TxnStatus.COMMITTED:
+                return None
+            if status is TxnStatus.ABORTED:
+                raise _LeaseExpired() if self._expired_open(txn) else TxnFailedError(
+                    f"{self!r} was aborted; it cannot be committed")
+            return [txn.set_app_version(self._app, encode_state(STATE_COMMITTED, epoch_ms()))]
+
+        def staged() -> DataFrame:
+            return (backend.read(path).where(F.col(EVENTS_PARTITION) == self._partition)
+                    .select("routing_key", "event", F.col("base_offset").alias("__write"),
+                            F.col("rel_offset").alias("__seq")))
+
+        try:
+            result = appender.retrying(lambda: appender.attempt_at_tails(staged, ["__write"], None, guard),
+                                       f"commit {self!r}")
+        except _LeaseExpired:
+            self._abort()
+            raise TxnFailedError(f"{self!r}: its lease expired, it was aborted; it cannot be committed") from None
+        except StreamSealedError as exc:
+            raise TxnFailedError(f"{self!r} cannot be committed: {exc}") from None
+        self._remove_staging()
+        self._closed = TxnStatus.COMMITTED
+        log.info("%r committed: %d events, %d bytes", self, result.event_count, result.byte_count)
+        if timestamp is not None:
+            self._writer._events.note_time(timestamp)
+        return result
+
+    def _remove_staging(self) -> None:
+        """Remove the staging partition's manifests (files placed by hand) or rows (the
+        public-API backend); safe to repeat."""
+        appender = self._writer._appender
+        if appender.places_files:
+            remove_manifests(self._writer._transaction, [self._partition])
+        else:
+            remove_staged_rows(appender.backend, appender.store.events_path(self._writer.scope, self._writer.stream),
+                               [self._partition])
 
     def _staged_files_of(self, manifests: list):
         """``files_of(txn, segments)`` for ``Appender.attempt``: the staged files listed
@@ -426,6 +500,8 @@ class Transaction:
         self._abort()
 
     def _abort(self) -> None:
+        places_files = self._writer._appender.places_files
+
         def attempt() -> bool:
             txn = self._writer._transaction()
             status, _ = self._status(txn)
@@ -433,13 +509,20 @@ class Transaction:
                 raise TxnFailedError(f"{self!r} is committed; it cannot be aborted")
             if status is TxnStatus.ABORTED and not self._expired_open(txn):
                 return False
+            if not places_files:  # the decision, then the staged rows go (a commit of its own)
+                txn.commit(None, (), [txn.set_app_version(self._app, encode_state(STATE_ABORTED, epoch_ms()))])
+                return True
             files = self._staged_files(txn)
             aborted[:] = staged_data_paths(txn, files) + [f.entry.path for f in self._unflushed]
             txn.commit(None, (), manifest_removals(files) + [txn.set_app_version(self._app, encode_state(STATE_ABORTED, epoch_ms()))])
             return True
 
         aborted: list[str] = []
-        if _delta.retrying(attempt, f"abort {self!r}"):
+        decided = _delta.retrying(attempt, f"abort {self!r}")
+        if not places_files:  # also after an abort elsewhere whose clean-up did not follow
+            self._remove_staging()
+            log.info("%r aborted (staged rows deleted)", self)
+        elif decided:
             appender = self._writer._appender
             deleted = _delta.backend_for(appender.session).delete_files(appender.store.events_path(
                 self._writer.scope, self._writer.stream), aborted)
@@ -490,7 +573,6 @@ class TransactionalEventStreamWriter:
     """
 
     def __init__(self, controller: Controller, scope: str, stream: str, writer_id: str | None = None) -> None:
-        controller.store.backend.require_placed_files("Pravega transactions")
         self._controller = controller
         self._events = EventStreamWriter(controller, scope, stream, writer_id)
         self._appender = self._events.appender
@@ -623,6 +705,21 @@ def remove_manifests(txn_factory, partitions: list[int]) -> int:
     return _delta.retrying(attempt, f"remove staging manifests {partitions}")
 
 
+def remove_staged_rows(backend, path: str, partitions: list[int]) -> None:
+    """Delete the public-API backend's staged rows of these staging partitions (one DELETE on
+    partition values: no file is read; safe to repeat and to race)."""
+    if partitions:
+        backend.delete_partitions(path, EVENTS_PARTITION, sorted(partitions))
+
+
+def staging_partitions_present(backend, path: str) -> set[int]:
+    """The staging partitions that hold rows (the public-API backend): one query that reads only
+    the staging partitions' files."""
+    rows = (backend.read(path).where((F.col(EVENTS_PARTITION) < 0) & (F.col(EVENTS_PARTITION) > MARKS_SEGMENT))
+        .select(EVENTS_PARTITION).distinct().collect())
+    return {int(r[0]) for r in rows}
+
+
 def remove_decided_manifests(txn_factory, now_ms: int) -> int:
     """Remove the manifests that decided transactions left behind (a process stopped between a
     commit and its clean-up); returns how many. Their staged files stay: a committed
@@ -635,6 +732,19 @@ def remove_decided_manifests(txn_factory, now_ms: int) -> int:
     left = sorted({f.int_partition(EVENTS_PARTITION) for f in txn.files_where(f"{EVENTS_PARTITION} < 0")}
                   & decided)
     return remove_manifests(txn_factory, left) if left else 0
+
+
+def remove_decided_staging(backend, path: str, now_ms: int) -> int:
+    """What decided transactions left staged (a process stopped between a decision and its
+    clean-up): manifests where files are placed by hand, staged rows on the public-API backend.
+    Returns how many staging partitions (or manifests) were removed."""
+    if backend.places_files:
+        return remove_decided_manifests(lambda: backend.transaction(path), now_ms)
+    decided = {staging_partition(uuid.UUID(s["txn_id"])) for s in transaction_states(backend.transaction(path), now_ms)
+               if s["status"] in ("COMMITTED", "ABORTED") and not s["timed_out"]}
+    left = staging_partitions_present(backend, path) & decided if decided else set()
+    remove_staged_rows(backend, path, sorted(left))
+    return len(left)
 
 
 def manifest_removals(files: list[_delta.FileEntry]) -> list[_delta.Removal]:

@@ -156,12 +156,15 @@ def test_commit_is_atomic_contiguous_and_ordered_like_pravega(spark, root, manag
 
 
 @pytest.mark.slow
-def test_abort_timeout_job_and_errors_leave_nothing_visible(spark, root, manager, stream2, capsys):
+@pytest.mark.both_backends
+def test_abort_timeout_job_and_errors_leave_nothing_visible(spark, root, manager, stream2, capsys, delta_backend):
     writer = manager.create_transactional_writer("iot", "sensors", writer_id="tx")
-    aborted, expiring, open_ = (writer.begin_txn(lease) for lease in (LEASE, timedelta(seconds=10), timedelta(seconds=600)))
-    for i, txn in enumerate((aborted, expiring, open_)):
-        txn.write_events(_rows(spark, f"t{i}", 0, 12))
-        txn.flush()  # manifests that the abort and the timeout job must remove
+    txns = []
+    for i, lease in enumerate((LEASE, timedelta(seconds=600), timedelta(seconds=10))):  # the 10 s lease last
+        txns.append(writer.begin_txn(lease))
+        txns[-1].write_events(_rows(spark, f"t{i}", 0, 12))
+        txns[-1].flush()  # manifests that the abort and the timeout job must remove
+    aborted, open_, expiring = txns
     aborted.abort()
     assert aborted.check_status() is ps.TxnStatus.ABORTED
     aborted.abort()  # again: a no-op
@@ -198,7 +201,8 @@ def test_abort_timeout_job_and_errors_leave_nothing_visible(spark, root, manager
 
 
 @pytest.mark.slow
-def test_expired_lease_reports_aborted_before_the_timeout_job_runs(spark, root, manager, stream2):
+@pytest.mark.both_backends
+def test_expired_lease_reports_aborted_before_the_timeout_job_runs(spark, root, manager, stream2, delta_backend):
     txn = manager.create_transactional_writer("iot", "sensors", writer_id="tx").begin_txn(timedelta(seconds=10))
     txn.write_events(_rows(spark, "tx", 0, 5))
     txn.flush()
@@ -218,7 +222,8 @@ def txn_begin_time(manager, txn) -> float:
     return row.lease_expiry.replace(tzinfo=timezone.utc).timestamp() - 10
 
 
-def test_commit_after_a_scale_routes_to_the_current_segments(spark, manager, stream2):
+@pytest.mark.both_backends
+def test_commit_after_a_scale_routes_to_the_current_segments(spark, manager, stream2, delta_backend):
     plain = manager.create_event_writer("iot", "sensors", writer_id="plain")
     plain.write_events(_rows(spark, "plain", 0, 16, keys=8))
     txn = manager.create_transactional_writer("iot", "sensors", writer_id="tx").begin_txn(LEASE)
@@ -241,7 +246,8 @@ def test_commit_after_a_scale_routes_to_the_current_segments(spark, manager, str
 
 @pytest.mark.process
 @pytest.mark.slow
-def test_concurrent_commits_and_timeout_job_decide_each_txn_once(spark, root, manager, stream2):
+@pytest.mark.both_backends
+def test_concurrent_commits_and_timeout_job_decide_each_txn_once(spark, root, manager, stream2, delta_backend):
     """One process commits transactions (fetched by id) while another runs the timeout job with
     a clock past every lease: each transaction ends committed with all its events, or aborted
     with none, never both."""
@@ -277,7 +283,8 @@ def test_concurrent_commits_and_timeout_job_decide_each_txn_once(spark, root, ma
 @pytest.mark.process
 @pytest.mark.slow
 @pytest.mark.parametrize("failpoint", ["append:before_commit", "append:after_commit"])
-def test_commit_killed_midway_is_completed_by_the_next_attempt(spark, root, manager, stream2, failpoint):
+@pytest.mark.both_backends
+def test_commit_killed_midway_is_completed_by_the_next_attempt(spark, root, manager, stream2, failpoint, delta_backend):
     writer = manager.create_transactional_writer("iot", "sensors", writer_id="tx")
     txn = writer.begin_txn(timedelta(seconds=600))
     txn.write_events(_rows(spark, "tx", 0, 30))

@@ -45,6 +45,9 @@ def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
         if r.record_type == RECORD_STAGED:
             assert r.segment_id in undecided, f"staged row of a decided or unknown transaction: {r}"
             continue
+        if r.segment_id < MARKS_SEGMENT:  # a large event's staged chunk (the public-API backend)
+            assert r.record_type in CHUNK_TYPES, f"not a staged chunk below the marks partition: {r}"
+            continue
         if r.segment_id == MARKS_SEGMENT:  # a writer's write number (the public-API backend)
             assert r.record_type == RECORD_WRITE_MARK and r.writer_id, f"not a write mark in the marks partition: {r}"
             continue

@@ -154,8 +154,9 @@ class DeltaBackend(Protocol):
     def delete_matching(self, path: str, source: DataFrame, on: list[str]) -> int:
         """Delete the rows equal on ``on`` to a row of ``source``; the rows deleted."""
 
-    def delete_partitions(self, path: str, column: str, values: Sequence[int]) -> None:
-        """Delete every row of these (integer) partitions: one DELETE on partition values."""
+    def delete_partitions(self, path: str, column: str, values: Sequence) -> None:
+        """Delete every row of these partitions (int or str values): one DELETE on partition
+        values, no file read."""
 
     def truncate(self, path: str, column: str, below: Mapping[int, int | None]) -> CommitMetrics:
         """Delete an events table's rows below each partition's offset (None: all its rows)."""

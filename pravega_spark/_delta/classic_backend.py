@@ -155,8 +155,8 @@ class ClassicBackend:
     def delete_matching(self, path: str, source: DataFrame, on: list[str]) -> int:
         return sql.delete_matching(self.spark, path, source, on)
 
-    def delete_partitions(self, path: str, column: str, values: Sequence[int]) -> None:
-        sql.delete_where(self.spark, path, f"`{column}` IN ({', '.join(str(int(v)) for v in values)})")
+    def delete_partitions(self, path: str, column: str, values: Sequence) -> None:
+        sql.delete_where(self.spark, path, f"`{column}` IN ({', '.join(sql.literal(v) for v in values)})")
 
     def truncate(self, path: str, column: str, below: Mapping[int, int | None]) -> CommitMetrics:
         """One DELETE commit on an events table: in each partition of ``below``, the rows with

@@ -145,9 +145,9 @@ class SqlBackend:
     def delete_matching(self, path: str, source: DataFrame, on: list[str]) -> int:
         return sql.delete_matching(self.spark, path, source, on)
 
-    def delete_partitions(self, path: str, column: str, values: Sequence[int]) -> None:
+    def delete_partitions(self, path: str, column: str, values: Sequence) -> None:
         """One DELETE on partition values (metadata only: no file is read)."""
-        retrying(lambda: sql.delete_where(self.spark, path, f"`{column}` IN ({', '.join(str(int(v)) for v in values)})"),
+        retrying(lambda: sql.delete_where(self.spark, path, f"`{column}` IN ({', '.join(sql.literal(v) for v in values)})"),
                  f"delete partitions of {path}")
 
     def truncate(self, path: str, column: str, below: Mapping[int, int | None]) -> CommitMetrics:

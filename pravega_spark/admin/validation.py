@@ -141,11 +141,12 @@ INVARIANTS: tuple[Invariant, ...] = (
               "every row of a segment partition belongs to one of the stream's segments"),
     Invariant("staged_data_hidden", EVENTS,
               f"(segment_id < 0 AND (record_type <> {RECORD_STAGED} OR NOT staging_open) "
-              f"AND NOT (segment_id = {MARKS_SEGMENT} AND record_type = {RECORD_WRITE_MARK})) "
+              f"AND NOT (segment_id = {MARKS_SEGMENT} AND record_type = {RECORD_WRITE_MARK}) "
+              f"AND NOT (segment_id < {MARKS_SEGMENT} AND record_type IN ({', '.join(map(str, CHUNK_TYPES))}))) "
               f"OR (segment_id >= 0 AND record_type NOT IN ({RECORD_EVENT}, {RECORD_SEAL}, {RECORD_TRUNCATE}, "
               f"{', '.join(map(str, CHUNK_TYPES))}))",
               "staged transaction data stays staged (never an event, never in a segment) and only for "
-              "undecided transactions; write marks stay in their partition"),
+              "undecided transactions; write marks and large events' staged chunks stay in their partitions"),
     # ---- stream cuts
     Invariant("head_matches_truncation_record", STREAM_CUTS,
               "kind = 'head' AND NOT matches_truncation_record",

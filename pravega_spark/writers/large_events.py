@@ -56,6 +56,7 @@ from ..store.schema import (
     EVENTS_SCHEMA,
     EVENTS_STATS_COLUMNS,
     HEADER_SIZE,
+    MARKS_SEGMENT,
     MAX_EVENT_SIZE,
     MAX_LARGE_EVENT_SIZE,
     RECORD_CHUNK,
@@ -105,6 +106,12 @@ def transient_app_id(transient_id: str) -> str:
     return LARGE_APP_PREFIX + transient_id
 
 
+def transient_partition(transient_id: str) -> int:
+    """The events-table partition of a large event's staged chunks on the public-API backend:
+    below the write marks' (``MARKS_SEGMENT``), so below every transaction's staging partition."""
+    return MARKS_SEGMENT - 1 - (int(transient_id, 16) & ((1 << 61) - 1))
+
+
 def check_chunk_size(chunk_size: int) -> int:
     """A chunk size in ``[MIN_CHUNK_SIZE, MAX_EVENT_SIZE]`` (a chunk row is at most an event)."""
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or not (
@@ -138,17 +145,20 @@ class LargeEventWriter(io.RawIOBase):
 
     def __init__(self, appender: Appender, routing_key: str | None, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
         super().__init__()
-        _delta.backend_for(appender.session).require_placed_files("writing large events")
         self._appender = appender
+        self._places_files = appender.places_files
         self._store = appender.store
         self._controller = appender.controller
         self.routing_key = routing_key
         self.chunk_size = check_chunk_size(chunk_size)
         self.transient_id = uuid.uuid4().hex
         self._app = transient_app_id(self.transient_id)
-        self._session = appender.session.newSession()
-        for key, value in WRITER_CONF.items():
-            self._session.conf.set(key, value)
+        if self._places_files:
+            self._session = appender.session.newSession()
+            for key, value in WRITER_CONF.items():
+                self._session.conf.set(key, value)
+        else:  # the public-API backend sets no session setting (and a Connect session has no newSession)
+            self._session = appender.session
         # fixed for the event's chunks (a null key gets one random position for the whole event)
         self.key_position = float(self._session.range(1).select(
             key_position(F.lit(routing_key).cast("string"))).first()[0])
@@ -223,7 +233,8 @@ class LargeEventWriter(io.RawIOBase):
             if self._buffer or not self._staged:
                 self._stage(self._buffer, last=True)
                 self._buffer = bytearray()
-            result = _delta.retrying(self._commit_attempt, f"commit {self!r}", self._appender.retry)
+            attempt = self._commit_attempt if self._places_files else self._commit_rows_attempt
+            result = _delta.retrying(attempt, f"commit {self!r}", self._appender.retry)
             self._remove_staged()
         self._result = result
         super().close()
@@ -277,6 +288,9 @@ class LargeEventWriter(io.RawIOBase):
         now = datetime.now(timezone.utc)
         if self._started is None:
             self._started = now  # one write time for all of the event's chunks
+        if not self._places_files:
+            self._stage_row(path, position, chunk, last, now)
+            return
         events = _delta.backend_for(self._session).transaction(self._store.events_path(w.scope, w.stream))
         [add] = events.write_rows([chunk_row(position, chunk, last, self.routing_key, w.writer_id, self._started)],
                                   EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS,
@@ -294,6 +308,61 @@ class LargeEventWriter(io.RawIOBase):
         self._staged.append(position)
         self._staged_bytes += len(chunk)
         log.debug("%r staged %d bytes at position %d (transient version %d)", self, len(chunk), position, version)
+
+    def _stage_row(self, path: str, position: int, chunk: bytearray, last: bool, now: datetime) -> None:
+        """The public-API backend's staging (no file can be written uncommitted there): the
+        manifest row first, then the chunk as a row of the event's own staging partition of the
+        events table (``transient_partition``: readers never see it), each one blind append.
+        A process stopped between the two leaves a manifest without its chunk, which the idle
+        clean-up aborts."""
+        w = self._appender
+        manifest = (self.transient_id, w.writer_id, self.routing_key, self.key_position, position, len(chunk), "", now)
+        staged = (transient_partition(self.transient_id), position, position, 0, len(chunk),
+                  RECORD_CHUNK_END if last else RECORD_CHUNK, self.routing_key, bytes(chunk), w.writer_id,
+                  self._started, None)
+        backend = _delta.backend_for(self._session)
+        for table, row, schema in ((path, manifest, TRANSIENT_SCHEMA),
+                                   (self._store.events_path(w.scope, w.stream), staged, EVENTS_SCHEMA)):
+            txn = backend.transaction(table)
+            _delta.retrying(lambda t=txn, r=row, sc=schema: t.commit(t.write_rows([r], sc)),
+                            f"stage a chunk of {self!r}")
+        self._chunks[position] = (len(chunk), "")
+        self._staged.append(position)
+        self._staged_bytes += len(chunk)
+        log.debug("%r staged %d bytes at position %d", self, len(chunk), position)
+
+    def _commit_rows_attempt(self) -> WriteResult:
+        """The public-API backend's commit: one fenced MERGE copies the staged chunk rows to the
+        tail of the segment owning the key now, placed as ``chunk_framing`` places them, with
+        the decision COMMITTED (a compare-and-set: an abort decided meanwhile fails it)."""
+        w = self._appender
+        txn = w.transaction()
+        decision = txn.app_version(self._app)
+        if decision == STATE_ABORTED:
+            raise LargeEventFailedError(f"{self!r} was aborted (idle for longer than the clean-up's "
+                                        "timeout); it cannot be committed")
+        if decision == STATE_COMMITTED:
+            return WriteResult(1, HEADER_SIZE + self._size, None, self._controller.tail_stream_cut(w.scope, w.stream))
+        segments, tails = w.open_segments_settling(txn)
+        target = _segment_for(segments, self.key_position).segment_id
+        tail = tails[target]
+        txn.expect_tails(EVENTS_PARTITION, {target: tail})  # the fence: the target segment only
+        position = F.col("base_offset")
+        start = F.when(position == 0, F.lit(tail)).otherwise(F.lit(tail + HEADER_SIZE) + position)
+        end = F.lit(tail + HEADER_SIZE) + position + F.length("event")
+        values = {EVENTS_PARTITION: F.lit(target), "base_offset": start, "end_offset": end, "rel_offset": F.lit(0),
+                  "rel_next_offset": end - start, "rel_event_offset": F.lit(tail) - start}
+        source = (_delta.backend_for(self._session).read(self._store.events_path(w.scope, w.stream))
+                  .where(F.col(EVENTS_PARTITION) == transient_partition(self.transient_id))
+                  .select(*[values.get(f.name, F.col(f.name)).cast(f.dataType).alias(f.name)
+                            for f in EVENTS_SCHEMA.fields]))
+        failpoint("large:before_commit")
+        txn.insert_frame(source, txn.set_app_version(self._app, STATE_COMMITTED))
+        failpoint("large:after_commit")
+        end_offset = tail + HEADER_SIZE + self._size
+        w.moved_to(tails, target, end_offset)
+        return WriteResult(1, HEADER_SIZE + self._size, None,
+                           StreamCut(w.scoped_name, {**tails, target: end_offset}), {target: HEADER_SIZE + self._size})
 
     def _commit_attempt(self) -> WriteResult:
         w = self._appender
@@ -354,7 +423,11 @@ def decide(controller: Controller, scope: str, stream: str, transient_ids: list[
 def staged_positions(session, path: str, transient_id: str) -> list[int]:
     """The positions of a transient id's staged chunks, in order, from the transient table's log
     (each manifest file's statistics; no data read)."""
-    txn = _delta.backend_for(session).transaction(path)
+    backend = _delta.backend_for(session)
+    if not backend.places_files:  # one query (no statistics from the log there)
+        return sorted(int(r[0]) for r in backend.read(path).where(F.col(TRANSIENT_PARTITION) == transient_id)
+                      .select("position").collect())
+    txn = backend.transaction(path)
     files = [f for f in txn.unfenced_files() if f.partition(TRANSIENT_PARTITION) == transient_id]
     return sorted(int(f.min_values["position"]) for f in files)
 
@@ -364,6 +437,13 @@ def remove_transient(session, path: str, events_path: str, transient_ids: list[s
     """Remove the manifests of these transient ids (idempotent) and, for an aborted event
     (``delete_data``), delete its staged chunk files; returns (chunk files, their bytes)."""
     ids = ", ".join(f"'{t}'" for t in transient_ids)
+    backend = _delta.backend_for(session)
+    if not backend.places_files:  # staged chunks are rows: both go, committed or not (a commit copied them)
+        counted = (backend.read(path).where(F.col(TRANSIENT_PARTITION).isin(list(transient_ids)))
+                   .agg(F.count(F.lit(1)), F.sum("size")).collect()[0])
+        backend.delete_partitions(events_path, EVENTS_PARTITION, [transient_partition(t) for t in transient_ids])
+        backend.delete_partitions(path, TRANSIENT_PARTITION, list(transient_ids))
+        return int(counted[0]), int(counted[1] or 0)
     found: list[dict] = []
 
     def attempt() -> None:
@@ -402,14 +482,20 @@ class TransientCleanup:
 def idle_transient_ids(session, path: str, now: datetime, idle_timeout: timedelta) -> dict[str, int]:
     """Transient ids whose latest staged chunk is older than ``idle_timeout`` at ``now``, with
     their staged payload bytes (from the manifests' log entries and statistics)."""
-    txn = _delta.backend_for(session).transaction(path)
+    backend = _delta.backend_for(session)
+    cutoff = int(now.timestamp() * 1000) - int(idle_timeout / timedelta(milliseconds=1))
+    if not backend.places_files:  # one query over the manifests
+        rows = (backend.read(path).groupBy(TRANSIENT_PARTITION)
+                .agg(F.max("stage_time").alias("latest"), F.sum("size").alias("size")).collect())
+        return {r[0]: int(r["size"]) for r in sorted(rows, key=lambda r: r[0])
+                if int(as_utc(r["latest"]).timestamp() * 1000) <= cutoff}
+    txn = backend.transaction(path)
     latest: dict[str, int] = {}
     sizes: dict[str, int] = {}
     for f in txn.unfenced_files():  # with statistics (sizes)
         tid = f.partition(TRANSIENT_PARTITION)
         latest[tid] = max(latest.get(tid, 0), f.modification_time)
         sizes[tid] = sizes.get(tid, 0) + int(f.max_values.get("size", 0))
-    cutoff = int(now.timestamp() * 1000) - int(idle_timeout / timedelta(milliseconds=1))
     return {tid: sizes[tid] for tid, ms in sorted(latest.items()) if ms <= cutoff}
 
 

@@ -53,13 +53,14 @@ from .session import (
     streaming_query_id,
     streaming_query_sink,
 )
-from .sql import MARKS_SEGMENT, RECORD_WRITE_MARK
+from .sql import MARKS_SEGMENT, RECORD_WRITE_MARK, SINK_MARK_SCOPE
 from .sql_backend import SqlBackend
 from .storage import commit_lock, local_dir, read_rows
 from .transaction import DeltaTransaction
 from .transaction_protocol import TableTransaction
 
 __all__ = [
+    "SINK_MARK_SCOPE",
     "CONFLICTS", "DEFAULT_RETRY", "SESSION_CONF", "AppVersion", "arrow_type", "backend_for",
     "ClassicBackend", "clock", "commit_lock", "commit_times", "CommitMetrics", "SqlBackend",
     "DeltaBackend", "DeltaTransaction", "MARKS_SEGMENT", "RECORD_WRITE_MARK", "FileEntry", "is_conflict", "local_dir",

@@ -151,6 +151,14 @@ class DeltaBackend(Protocol):
         """Replace the rows matching ``condition`` (partition values) by ``rows``: one commit
         that changes no data, conflicting with a concurrent removal there."""
 
+    def marks_in(self, path: str, prefix: str) -> dict[str, int]:
+        """The row marks of a table with ``scope``, ``stream`` and ``segment_id`` columns (see
+        ``sql.SINK_MARK_SCOPE``) whose id starts with ``prefix``."""
+
+    def merge_marked(self, path: str, rows: DataFrame | None, marks: Mapping[str, int],
+                     expected: Mapping[str, int | None]) -> None:
+        """Append ``rows`` and set row ``marks`` in one commit, a compare-and-set of ``expected``."""
+
     def delete_matching(self, path: str, source: DataFrame, on: list[str]) -> int:
         """Delete the rows equal on ``on`` to a row of ``source``; the rows deleted."""
 

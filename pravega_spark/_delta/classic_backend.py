@@ -152,6 +152,13 @@ class ClassicBackend:
         compaction here places its files instead)."""
         sql.rewrite_where(self.spark, path, self.in_session(rows), condition)
 
+    def marks_in(self, path: str, prefix: str) -> dict[str, int]:
+        return sql.marks_in(self.spark, path, prefix)
+
+    def merge_marked(self, path: str, rows: DataFrame | None, marks: Mapping[str, int],
+                     expected: Mapping[str, int | None]) -> None:
+        sql.merge_marked(self.spark, path, None if rows is None else self.in_session(rows), marks, expected)
+
     def delete_matching(self, path: str, source: DataFrame, on: list[str]) -> int:
         return sql.delete_matching(self.spark, path, source, on)
 

@@ -878,6 +878,73 @@ def rewrite_where(spark: SparkSession, path: str, rows: DataFrame, condition: st
      .option("dataChange", "false").save(path))
 
 
+# ---- marks in a table of any schema with scope, stream and segment_id (a reader group's sink) -----
+# A sink's positions and owner tokens on the public-API backend: one row per mark in the sink's
+# own table, ``scope = SINK_MARK_SCOPE`` (no Pravega scope contains a ``/``), ``stream`` the
+# mark's id, ``segment_id`` its value, every other column null. Its rows and its marks change in
+# one MERGE, a compare-and-set of the marks read.
+SINK_MARK_SCOPE = "pravega-spark/mark"
+
+
+def marks_in(spark: SparkSession, path: str, prefix: str) -> dict[str, int]:
+    """The marks of ``path`` whose id starts with ``prefix`` (one query)."""
+    rows = (read(spark, path).where((F.col("scope") == SINK_MARK_SCOPE) & F.col("stream").startswith(prefix))
+            .select("stream", "segment_id").collect())
+    return {r[0]: int(r[1]) for r in rows}
+
+
+def _zero(data_type):
+    """A value of ``data_type`` for a mark row's NOT NULL column that is not one of its own."""
+    from pyspark.sql.types import BinaryType, DateType, NumericType, TimestampType
+
+    if isinstance(data_type, NumericType):
+        return 0
+    if isinstance(data_type, StringType):
+        return ""
+    if isinstance(data_type, BinaryType):
+        return b""
+    if isinstance(data_type, BooleanType):
+        return False
+    if isinstance(data_type, (TimestampType, DateType)):
+        return datetime(1970, 1, 1, tzinfo=timezone.utc) if isinstance(data_type, TimestampType) else datetime(1970, 1, 1).date()
+    return None
+
+
+def merge_marked(spark: SparkSession, path: str, rows: DataFrame | None, marks: Mapping[str, int],
+                 expected: Mapping[str, int | None]) -> None:
+    """Append ``rows`` and set ``marks`` in one MERGE, if every mark of ``expected`` still has
+    the value read (None: absent).
+
+    Raises:
+        Retry: a mark read changed since (nothing was written).
+    """
+    session = (rows.sparkSession if rows is not None else None) or spark
+    schema = read(session, path).schema
+    filler = {f.name: None if f.nullable else _zero(f.dataType) for f in schema.fields}  # NOT NULL columns
+    marked = session.createDataFrame(
+        [tuple({**filler, "scope": SINK_MARK_SCOPE, "stream": a, "segment_id": int(v)}[n] for n in schema.names)
+         for a, v in sorted(marks.items())], schema)
+    source = marked if rows is None else rows.unionByName(marked, allowMissingColumns=True)
+    checks = " ".join(f"WHEN {literal(a)} THEN " + ("false" if v is None else f"t.segment_id = {int(v)}")
+                      for a, v in sorted(expected.items()))
+    allowed = f"CASE t.stream {checks} ELSE true END" if checks else "true"
+    present = [a for a, v in sorted(expected.items()) if v is not None and a in marks]
+    gone = (f"WHEN NOT MATCHED AND s.scope = {literal(SINK_MARK_SCOPE)} AND s.stream IN "
+            f"({', '.join(literal(a) for a in present)}) THEN INSERT (scope) VALUES (raise_error('{STALE}: a mark is gone')) "
+            if present else "")
+    try:
+        session.sql(
+            f"MERGE INTO {table(path)} AS t USING {{source}} AS s ON t.scope = {literal(SINK_MARK_SCOPE)} "
+            f"AND s.scope = {literal(SINK_MARK_SCOPE)} AND t.stream = s.stream "
+            f"WHEN MATCHED AND ({allowed}) THEN UPDATE SET t.segment_id = s.segment_id "
+            f"WHEN MATCHED THEN UPDATE SET t.segment_id = raise_error('{STALE}: a mark changed') "
+            f"{gone}WHEN NOT MATCHED THEN INSERT *", source=source).collect()
+    except Exception as exc:
+        if raised(exc, STALE):
+            raise Retry(f"{path}: marks changed since they were read") from None
+        raise
+
+
 # ---- public SQL that both backends use --------------------------------------------------------
 def delete_matching(spark: SparkSession, path: str, source: DataFrame, on: list[str]) -> int:
     """Delete the table's rows equal on ``on`` to a row of ``source`` (one MERGE, public SQL:

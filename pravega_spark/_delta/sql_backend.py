@@ -142,6 +142,13 @@ class SqlBackend:
         """One ``replaceWhere`` overwrite that changes no data (see ``sql.rewrite_where``)."""
         sql.rewrite_where(self.spark, path, rows, condition)
 
+    def marks_in(self, path: str, prefix: str) -> dict[str, int]:
+        return sql.marks_in(self.spark, path, prefix)
+
+    def merge_marked(self, path: str, rows: DataFrame | None, marks: Mapping[str, int],
+                     expected: Mapping[str, int | None]) -> None:
+        sql.merge_marked(self.spark, path, rows, marks, expected)
+
     def delete_matching(self, path: str, source: DataFrame, on: list[str]) -> int:
         return sql.delete_matching(self.spark, path, source, on)
 

@@ -72,6 +72,11 @@ class ReaderGroupSink:
         self._created = True
         return created
 
+    def read(self) -> DataFrame:
+        """The sink's rows (on the public-API backend without the rows that hold its positions,
+        whose ``scope`` is ``"pravega-spark/mark"``)."""
+        return self.backend.read(self.path).where(F.col("scope") != F.lit(_delta.SINK_MARK_SCOPE))
+
     # ---- writing -------------------------------------------------------------------------------
     def write(self, batch, rows: DataFrame | None = None) -> int:
         """Append ``batch``'s events (or ``rows``: any columns, derived from them, with ``scope``,
@@ -100,20 +105,7 @@ class ReaderGroupSink:
 
         def attempt() -> int:
             txn = self.backend.transaction(self.path)
-            keep: list[SegmentRef] = []
-            for ref, (low, high) in sorted(ranges.items()):
-                owner = txn.app_version(self._app_id("own", ref))
-                if owner > owners.get(ref, -1):
-                    raise ReaderNotInReaderGroupError(
-                        f"{self!r}: segment {ref} was handed to another reader (owner token {owner}, this "
-                        f"reader's {owners.get(ref, -1)}): this reader was taken offline; join again")
-                done = txn.app_version(self._app_id("pos", ref))
-                if done >= high:
-                    continue  # written already: a replay
-                if done > low:
-                    raise IllegalStateError(f"{self!r}: the sink holds {ref} up to offset {done}, inside the batch's "
-                                            f"range [{low}, {high})")
-                keep.append(ref)
+            keep = self._new_segments(ranges, owners, txn.app_version)
             if not keep:
                 return 0
             data = rows if len(keep) == len(ranges) else rows.where(_segments_in(keep))
@@ -122,10 +114,47 @@ class ReaderGroupSink:
             txn.commit(txn.write(data, ()), (), actions)
             return len(keep)
 
-        written = _delta.retrying(attempt, f"write a batch of {self.group} to {self.path}")
+        def attempt_rows() -> int:  # the public-API backend: the marks are rows of the sink (``_delta.sql``)
+            marks = self.backend.marks_in(self.path, f"{self.group}/")
+            keep = self._new_segments(ranges, owners, lambda app: marks.get(app, -1))
+            if not keep:
+                return 0
+            data = rows if len(keep) == len(ranges) else rows.where(_segments_in(keep))
+            new = {self._app_id(kind, ref): value for ref in keep
+                   for kind, value in (("pos", ranges[ref][1]), ("own", owners.get(ref, 0)))}
+            self.backend.merge_marked(self.path, data, new, {a: marks.get(a) for a in new})
+            return len(keep)
+
+        written = _delta.retrying(attempt if self.backend.places_files else attempt_rows,
+                                  f"write a batch of {self.group} to {self.path}")
         log.log(logging.INFO if written else logging.DEBUG, "%r: batch at revision %d written (%d of %d segments)",
                 self, batch.revision, written, len(ranges))
         return written
+
+    def _new_segments(self, ranges: Mapping[SegmentRef, tuple[int, int]], owners: Mapping[SegmentRef, int],
+                      recorded) -> list[SegmentRef]:
+        """The segments of a batch whose rows the sink does not hold yet, given ``recorded(app id)``
+        (-1: none).
+
+        Raises:
+            ReaderNotInReaderGroupError: a segment was handed to another reader.
+            IllegalStateError: the sink holds part of a segment's range.
+        """
+        keep: list[SegmentRef] = []
+        for ref, (low, high) in sorted(ranges.items()):
+            owner = recorded(self._app_id("own", ref))
+            if owner > owners.get(ref, -1):
+                raise ReaderNotInReaderGroupError(
+                    f"{self!r}: segment {ref} was handed to another reader (owner token {owner}, this "
+                    f"reader's {owners.get(ref, -1)}): this reader was taken offline; join again")
+            done = recorded(self._app_id("pos", ref))
+            if done >= high:
+                continue  # written already: a replay
+            if done > low:
+                raise IllegalStateError(f"{self!r}: the sink holds {ref} up to offset {done}, inside the batch's "
+                                        f"range [{low}, {high})")
+            keep.append(ref)
+        return keep
 
     # ---- the positions of record ---------------------------------------------------------------
     def fence(self, refs: Iterable[SegmentRef], token: int,
@@ -150,14 +179,28 @@ class ReaderGroupSink:
             txn.commit(None, (), actions)
             return {ref: off for ref, off in found.items() if off >= 0}
 
-        return _delta.retrying(attempt, f"fence {len(refs)} segments of {self.group} in {self.path}")
+        def attempt_rows() -> dict[SegmentRef, int]:  # the public-API backend: row marks
+            marks = self.backend.marks_in(self.path, f"{self.group}/")
+            new: dict[str, int] = {}
+            for ref in refs:  # the positions too (unchanged; -1: none), so that a write since fails this
+                new[self._app_id("pos", ref)] = marks.get(self._app_id("pos", ref), -1)
+                new[self._app_id("own", ref)] = max(marks.get(self._app_id("own", ref), -1), token)
+            new.update({self._taken_id(r, inc): token for r, inc in sorted((taken or {}).items())})
+            self.backend.merge_marked(self.path, None, new, {a: marks.get(a) for a in new})
+            return {ref: new[self._app_id("pos", ref)] for ref in refs if new[self._app_id("pos", ref)] >= 0}
+
+        return _delta.retrying(attempt if self.backend.places_files else attempt_rows,
+                               f"fence {len(refs)} segments of {self.group} in {self.path}")
 
     def taken_over(self, reader_id: str, incarnation: str) -> bool:
         """Whether a take-over fenced this join of ``reader_id`` here (its removal from the group
         may not have followed yet: the remover died, or is between its two commits)."""
         if not self.backend.exists(self.path):
             return False
-        return self.backend.transaction(self.path).app_version(self._taken_id(reader_id, incarnation)) >= 0
+        app = self._taken_id(reader_id, incarnation)
+        if not self.backend.places_files:
+            return self.backend.marks_in(self.path, app).get(app, -1) >= 0
+        return self.backend.transaction(self.path).app_version(app) >= 0
 
 
 def _segments_in(refs: Iterable[SegmentRef]):

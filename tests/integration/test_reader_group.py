@@ -374,8 +374,9 @@ def test_a_reader_killed_mid_batch_is_taken_over_after_the_silence_limit(spark, 
 
 @pytest.mark.process
 @pytest.mark.slow
+@pytest.mark.both_backends
 def test_a_reader_rejoining_during_a_half_done_take_over_completes_it_and_reads_on(spark, manager, stream2, tmp_path,
-                                                                                  monkeypatch, caplog):
+                                                                                  monkeypatch, caplog, delta_backend):
     """The README's "join again" while a take-over is half done (the remover fenced the reader's
     segments in the sink and has not removed it from the group yet): ``create_reader`` completes
     the take-over at the sink's offsets and joins; the remover's late removal leaves the new join
@@ -413,14 +414,15 @@ def test_a_reader_rejoining_during_a_half_done_take_over_completes_it_and_reads_
             batch = r.read_next()
             if batch.ranges:
                 sink.write(batch)
-        if spark.read.format("delta").load(sink.path).count() >= 48:
+        if sink.read().count() >= 48:
             break
-    rows = spark.read.format("delta").load(sink.path)
+    rows = sink.read()
     assert rows.count() == 48 and rows.select("segment_id", "offset").distinct().count() == 48
     assert {bytes(r.event) for r in rows.select("event").collect()} == {f"{b}:{i:04d}".encode() for b in (0, 1) for i in range(24)}
 
 
-def test_a_zombie_reader_cannot_write_segments_it_no_longer_owns(spark, manager, stream2, tmp_path):
+@pytest.mark.both_backends
+def test_a_zombie_reader_cannot_write_segments_it_no_longer_owns(spark, manager, stream2, tmp_path, delta_backend):
     """``create_readers`` shares the segments in one commit; a reader declared dead (silent past
     the limit) while it still runs is fenced in the group's sink: its batch is refused, the new
     owner's is written, and the zombie's next read says it is offline."""
@@ -447,7 +449,7 @@ def test_a_zombie_reader_cannot_write_segments_it_no_longer_owns(spark, manager,
     assert sink.write(taken) == 0  # a replay writes nothing
     with pytest.raises(ps.ReaderNotInReaderGroupError, match="offline"):
         zombie.read_next()
-    rows = spark.read.format("delta").load(sink.path)
+    rows = sink.read()
     assert rows.count() == 24 and rows.select("segment_id", "offset").distinct().count() == 24
 
 

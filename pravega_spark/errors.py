@@ -191,8 +191,8 @@ class UnsafeLogStoreError(InvalidConfigError):
 
 
 class UnsupportedOperationError(PravegaSparkError):
-    """The session cannot do this: e.g. an operation that needs the JVM on a Spark Connect
-    session (the message names the capability)."""
+    """The session cannot do this (the message names the capability). Kept for callers that
+    catch it: since every public operation runs on both Delta backends, none raises it."""
 
 
 class RetriesExhaustedError(PravegaSparkError):

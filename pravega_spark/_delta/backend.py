@@ -53,9 +53,6 @@ class DeltaBackend(Protocol):
     removes the bytes later)."""
 
     # the session
-    def require_placed_files(self, capability: str) -> None:
-        """Raise ``UnsupportedOperationError`` naming ``capability`` unless ``places_files``."""
-
     def configure_session(self) -> None:
         """Apply the settings the backend's reads rely on (none where a session refuses them)."""
 

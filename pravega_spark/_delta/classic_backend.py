@@ -39,9 +39,6 @@ class ClassicBackend:
         return f"ClassicBackend({self.spark.sparkContext.master})"
 
     # ---- capabilities and the session --------------------------------------------------------
-    def require_placed_files(self, capability: str) -> None:
-        """Nothing to refuse: this backend commits files placed by hand."""
-
     def configure_session(self) -> None:
         session.configure_session(self.spark)
 

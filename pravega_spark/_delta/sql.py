@@ -22,9 +22,14 @@ it fails the classic transaction) and whose conditions carry the decision taken 
   writer's *write mark*, a row the same MERGE updates (``MARKS_SEGMENT``), never a session
   setting.
 
+Where the classic backend places files it wrote before the commit (a transaction's staged
+events, a large event's chunks), this one stages rows in a partition no reader reads and copies
+them in the commit's MERGE, whose marks are compare-and-sets of the states read (a mark's
+generation counts its updates, so a change that kept the number still fails it).
+
 ``SqlTransaction`` offers ``DeltaTransaction``'s interface, so the control plane's code is the
-same on both backends. What the public API cannot express (placing files at commit, job-free log
-reads) raises ``UnsupportedOperationError`` naming the capability.
+same on both backends. The file verbs (placing files at commit, job-free log reads) raise
+``NotImplementedError``: their callers check ``places_files`` first.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from ..errors import InvalidConfigError, UnsupportedOperationError
+from ..errors import InvalidConfigError
 from .files import AppVersion, FileEntry, PartitionSummary
 from .retry import STALE, Retry, raised
 
@@ -529,8 +534,8 @@ class SqlTransaction:
     # ---- files placed by hand: the classic transaction's; no public API offers them -----------
     @staticmethod
     def _refuse(verb: str):
-        raise UnsupportedOperationError(f"file-level access to Delta's log ({verb}) over Spark Connect: this "
-                                        "operation needs a classic session")
+        raise NotImplementedError(f"{verb}: the public-API backend places no files (its callers check "
+                                  "``places_files``)")
 
     def files_in(self, column: str, values: list[int]):
         self._refuse("files_in")
@@ -577,7 +582,7 @@ class SqlTransaction:
         removed = [e.read for e in (extra or []) if isinstance(e, RowsRemoved)]
         apps = [e for e in (extra or []) if isinstance(e, AppVersion)]
         if delete_predicate is not None or any(not isinstance(e, (RowsRemoved, AppVersion)) for e in (extra or [])):
-            raise UnsupportedOperationError("committing files placed by hand over Spark Connect")
+            raise NotImplementedError("committing files placed by hand on the public-API backend")
         schema = new[0].schema if new else None
         rows = [r for n in new for r in n.rows]
         if self._tails is not None or (apps and not self._reads):
@@ -585,8 +590,8 @@ class SqlTransaction:
                 self.insert_frame(self.spark.createDataFrame(rows, schema) if rows else None, apps)
         elif self._reads:
             if apps:
-                raise UnsupportedOperationError("an application version with a compare-and-set of rows on the "
-                                                "public-API backend")
+                raise NotImplementedError("an application version with a compare-and-set of rows on the "
+                                          "public-API backend")
             self._commit_rows(rows, schema, removed)
         elif rows:
             self.spark.createDataFrame(rows, schema).write.format("delta").mode("append").save(self.path)

@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from ..errors import UnsupportedOperationError
 from . import sql
 from .files import CommitMetrics, PartitionSummary, TableState
 from .retry import RetryPolicy, retrying
@@ -36,15 +35,6 @@ class SqlBackend:
         return "SqlBackend()"
 
     # ---- capabilities and the session --------------------------------------------------------
-    def require_placed_files(self, capability: str) -> None:
-        """Refuse ``capability``, in one line naming it.
-
-        Raises:
-            UnsupportedOperationError: always (it commits files placed by hand).
-        """
-        raise UnsupportedOperationError(f"{capability}: not available over Spark Connect yet (it commits files "
-                                        "placed by hand, which needs a classic session with a JVM)")
-
     def configure_session(self) -> None:
         """Nothing: those settings serve the classic backend's log reads, and serverless refuses them."""
 
@@ -121,10 +111,10 @@ class SqlBackend:
         return sql.lookup(self.spark, path, column, value, stat, wanted, version), None
 
     def file_changes(self, path: str, start: int, end: int) -> list[tuple[int, list[dict], list[dict]]]:
-        raise UnsupportedOperationError("reading the adds and removes of Delta's log over Spark Connect")
+        raise NotImplementedError("the public-API backend reads no log file (reads_log_changes is False)")
 
     def recent_changes(self, path: str, since_ms: int, keep) -> list[tuple[int, list[dict], list[dict]]]:
-        raise UnsupportedOperationError("reading the recent commits of Delta's log over Spark Connect")
+        raise NotImplementedError("the public-API backend reads no log file (reads_log_changes is False)")
 
     def added_in(self, path: str) -> DataFrame:
         return sql.added_in(self.spark, path)

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from ..errors import UnsupportedOperationError
 from . import actions, storage
 from .files import (
     AppVersion,
@@ -265,11 +264,11 @@ class DeltaTransaction:
     def insert_frame(self, source: DataFrame, app: AppVersion | None = None) -> int:
         """Refused: this backend appends by placing files at the tails it read (``append_frame``,
         ``commit``), not by one statement at expected tails."""
-        raise UnsupportedOperationError("insert_frame: the classic transaction appends files placed at its tails")
+        raise NotImplementedError("insert_frame: the classic transaction appends files placed at its tails")
 
     def ends_of_insert(self) -> dict[int, int]:
         """Refused, as ``insert_frame``."""
-        raise UnsupportedOperationError("ends_of_insert: the classic transaction appends files placed at its tails")
+        raise NotImplementedError("ends_of_insert: the classic transaction appends files placed at its tails")
 
     # ---- application versions (Delta's SetTransaction): exactly-once markers in the log -----------
     def app_version(self, app_id: str) -> int:

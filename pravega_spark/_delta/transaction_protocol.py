@@ -15,9 +15,9 @@ The verbs say what they fence and what they read:
   ``track_files``, ``read_files``, ``write``, ``record_metrics``, ``commit_new_table``.
 
 ``transaction.DeltaTransaction`` (classic) and ``sql.SqlTransaction`` (public SQL) both
-implement every verb. What a backend cannot do it refuses by name with
-``UnsupportedOperationError`` (Connect: the file verbs; classic: the insert at the tails, which
-its appends do by placing files). ``tests/unit`` checks both against this list.
+implement every verb. A verb a backend has no use for raises ``NotImplementedError`` (the public
+API's: the file verbs, which callers skip where ``places_files`` is False; classic: the insert at
+the tails, which its appends do by placing files). ``tests/unit`` checks both against this list.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def test_both_transactions_implement_every_verb_and_nothing_falls_through():
 
 def test_both_backends_implement_the_whole_protocol_and_neither_inherits_the_other():
     declared = {n for n in vars(DeltaBackend) if not n.startswith("_") and callable(vars(DeltaBackend)[n])}
-    assert {"transaction", "truncate", "remove_tables", "require_placed_files"} <= declared
+    assert {"transaction", "truncate", "remove_tables", "delete_partitions", "merge_marked"} <= declared
     for cls in (_delta.ClassicBackend, _delta.SqlBackend):
         assert declared <= _public_methods(cls), (cls, declared - _public_methods(cls))
         assert isinstance(cls.places_files, bool) and isinstance(cls.reads_log_changes, bool)

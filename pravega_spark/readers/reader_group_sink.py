@@ -16,6 +16,11 @@ declared dead: the write is refused (``ReaderNotInReaderGroupError``), so a zomb
 commit a batch of a segment it no longer owns. Delta fails two concurrent commits recording the
 same application id (``ConcurrentTransactionException``), and the loser's retry sees the winner.
 
+On the public-API backend (no ``SetTransaction`` can be written there), the same marks are rows
+of the sink's own table (``scope = "pravega-spark/mark"``, ``stream`` the id, ``segment_id`` the
+value; ``_delta.sql.merge_marked``), set with the batch's rows in one MERGE that is a
+compare-and-set of the marks read; ``ReaderGroupSink.read()`` leaves them out.
+
 The group records the sink's path, and the sink's table is created then (so a take-over always
 has a table to fence), so a dead reader's segments go back at the offsets the sink holds
 (``fence``): exactly-once without replay. A fence also records which join of which reader it took

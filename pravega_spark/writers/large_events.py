@@ -21,6 +21,11 @@ segment into the target segment atomically. Here:
   idle transient data) commits ``ABORTED`` for the transient id in the events table, then removes
   manifests and deletes the staged chunk files. Commit and abort both read the decision, so Delta lets only one of them
   succeed: a commit racing the clean-up either lands whole or fails with ``LargeEventFailedError``.
+- **On the public-API backend** (no uncommitted files there), each chunk is staged as a row of
+  the event's own partition of the events table (``transient_partition``, below the write marks),
+  after its manifest row; the commit is one fenced MERGE that copies those rows to the tail,
+  placed by the same rule, with the decision as a compare-and-set (an abort decided meanwhile
+  fails it); DELETEs of the staged rows and manifests follow.
 - **Reading** is ``readers.large_event_reader``'s: one rule for a complete event, used by batch
   reads, streaming and ``open_event``.
 

@@ -28,6 +28,14 @@ commit and every decision is fenced by Delta itself:
 - The maximum execution time (Pravega: ``min(1000 x lease, 1 day)``) is fixed at ``begin_txn`` and
   carried in the transaction id's top 48 bits (Pravega carries the epoch there).
 
+On the public-API backend (``_delta.sql``: no file can be written there without being
+committed) a write stages *rows* in the staging partition at once, in one MERGE that also touches
+the state (its write mark, a compare-and-set: a decision taken meanwhile fails the write), so
+``flush()`` has nothing left to do. The commit is one fenced MERGE that reads the staged rows back,
+routes them by the current segments, numbers them from the current tails in staging order, and
+sets COMMITTED as a compare-and-set of the state it read; a DELETE of the staging partition
+follows. Abort, ping and the timeout job set the state the same way.
+
 A lease that expired makes the transaction ABORTED at once for every reader of its state; the
 timeout job (``StreamManager.abort_timed_out_transactions``) then commits the abort and removes the
 staged data (physically at the next ``VACUUM``).

@@ -342,12 +342,9 @@ class LargeEventWriter(io.RawIOBase):
         the decision COMMITTED (a compare-and-set: an abort decided meanwhile fails it)."""
         w = self._appender
         txn = w.transaction()
-        decision = txn.app_version(self._app)
-        if decision == STATE_ABORTED:
-            raise LargeEventFailedError(f"{self!r} was aborted (idle for longer than the clean-up's "
-                                        "timeout); it cannot be committed")
-        if decision == STATE_COMMITTED:
-            return WriteResult(1, HEADER_SIZE + self._size, None, self._controller.tail_stream_cut(w.scope, w.stream))
+        decided = self._decided(txn)
+        if decided is not None:
+            return decided
         segments, tails = w.open_segments_settling(txn)
         target = _segment_for(segments, self.key_position).segment_id
         tail = tails[target]
@@ -369,15 +366,28 @@ class LargeEventWriter(io.RawIOBase):
         return WriteResult(1, HEADER_SIZE + self._size, None,
                            StreamCut(w.scoped_name, {**tails, target: end_offset}), {target: HEADER_SIZE + self._size})
 
-    def _commit_attempt(self) -> WriteResult:
-        w = self._appender
-        txn = w.transaction()
+    def _decided(self, txn: _delta.TableTransaction) -> WriteResult | None:
+        """The result of a commit already decided (an earlier attempt landed but did not learn
+        it), None if undecided; the decision read fences ``txn``.
+
+        Raises:
+            LargeEventFailedError: the event was aborted.
+        """
         decision = txn.app_version(self._app)
         if decision == STATE_ABORTED:
             raise LargeEventFailedError(f"{self!r} was aborted (idle for longer than the clean-up's "
                                         "timeout); it cannot be committed")
-        if decision == STATE_COMMITTED:  # an earlier attempt landed but did not learn it
+        if decision == STATE_COMMITTED:
+            w = self._appender
             return WriteResult(1, HEADER_SIZE + self._size, None, self._controller.tail_stream_cut(w.scope, w.stream))
+        return None
+
+    def _commit_attempt(self) -> WriteResult:
+        w = self._appender
+        txn = w.transaction()
+        decided = self._decided(txn)
+        if decided is not None:
+            return decided
         segments, tails = w.open_segments_settling(txn)  # finishes a pending scale, or raises sealed
         target = _segment_for(segments, self.key_position).segment_id
         tail = tails[target]

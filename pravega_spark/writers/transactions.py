@@ -312,27 +312,16 @@ class Transaction:
         manifests: list = []
 
         def guard(txn: _delta.TableTransaction):
-            status, _ = self._status(txn)
-            if status is TxnStatus.COMMITTED:
+            if self._committed_already(txn):
                 if self._unflushed:
                     raise TxnFailedError(f"{self!r} was committed by another handle without the "
                                          f"{sum(f.num_records for f in self._unflushed)} events this handle "
                                          "did not flush")
                 return None
-            if status is TxnStatus.ABORTED:
-                raise _LeaseExpired() if self._expired_open(txn) else TxnFailedError(
-                    f"{self!r} was aborted; it cannot be committed")
             manifests[:] = self._staged_files(txn)
             return [txn.set_app_version(self._app, encode_state(STATE_COMMITTED, epoch_ms()))]
 
-        try:
-            result = appender.retrying(lambda: appender.attempt(self._staged_files_of(manifests), guard),
-                                       f"commit {self!r}")
-        except _LeaseExpired:
-            self._abort()
-            raise TxnFailedError(f"{self!r}: its lease expired, it was aborted; it cannot be committed") from None
-        except StreamSealedError as exc:
-            raise TxnFailedError(f"{self!r} cannot be committed: {exc}") from None
+        result = self._run_commit(lambda: appender.attempt(self._staged_files_of(manifests), guard))
         self._unflushed = []
         if manifests:  # their clean-up: a commit of its own, so that the commit above is a pure append
             self._remove_staging()
@@ -342,6 +331,30 @@ class Transaction:
         if timestamp is not None:
             self._writer._events.note_time(timestamp)
         return result
+
+    def _committed_already(self, txn: _delta.TableTransaction) -> bool:
+        """For a commit's guard: True when the transaction is committed already.
+
+        Raises:
+            TxnFailedError: it was aborted.
+            _LeaseExpired: its lease expired and nobody aborted it yet.
+        """
+        status, _ = self._status(txn)
+        if status is TxnStatus.ABORTED:
+            raise _LeaseExpired() if self._expired_open(txn) else TxnFailedError(
+                f"{self!r} was aborted; it cannot be committed")
+        return status is TxnStatus.COMMITTED
+
+    def _run_commit(self, attempt) -> WriteResult:
+        """``attempt()`` under the writer's retries, its failures as Pravega reports them: an
+        expired lease aborts the transaction, a sealed stream refuses it (``TxnFailedError``)."""
+        try:
+            return self._writer._appender.retrying(attempt, f"commit {self!r}")
+        except _LeaseExpired:
+            self._abort()
+            raise TxnFailedError(f"{self!r}: its lease expired, it was aborted; it cannot be committed") from None
+        except StreamSealedError as exc:
+            raise TxnFailedError(f"{self!r} cannot be committed: {exc}") from None
 
     def _commit_rows(self, timestamp: datetime | None) -> WriteResult:
         """The public-API backend's commit: one fenced MERGE inserts the staged rows at the tails
@@ -353,12 +366,8 @@ class Transaction:
         path = appender.store.events_path(self._writer.scope, self._writer.stream)
 
         def guard(txn: _delta.TableTransaction):
-            status, _ = self._status(txn)
-            if status is TxnStatus.COMMITTED:
+            if self._committed_already(txn):
                 return None
-            if status is TxnStatus.ABORTED:
-                raise _LeaseExpired() if self._expired_open(txn) else TxnFailedError(
-                    f"{self!r} was aborted; it cannot be committed")
             return [txn.set_app_version(self._app, encode_state(STATE_COMMITTED, epoch_ms()))]
 
         def staged() -> DataFrame:
@@ -366,14 +375,7 @@ class Transaction:
                     .select("routing_key", "event", F.col("base_offset").alias("__write"),
                             F.col("rel_offset").alias("__seq")))
 
-        try:
-            result = appender.retrying(lambda: appender.attempt_at_tails(staged, ["__write"], None, guard),
-                                       f"commit {self!r}")
-        except _LeaseExpired:
-            self._abort()
-            raise TxnFailedError(f"{self!r}: its lease expired, it was aborted; it cannot be committed") from None
-        except StreamSealedError as exc:
-            raise TxnFailedError(f"{self!r} cannot be committed: {exc}") from None
+        result = self._run_commit(lambda: appender.attempt_at_tails(staged, ["__write"], None, guard))
         self._remove_staging()
         self._closed = TxnStatus.COMMITTED
         log.info("%r committed: %d events, %d bytes", self, result.event_count, result.byte_count)

@@ -13,11 +13,12 @@ demo: setup
 pictures: setup
 	.venv/bin/pravega-spark --root store/demo plot demo/telemetry --out docs/images
 
-# the local suite (tests marked `cluster` or `s3` run in those tiers instead, those marked `soak`
-# only in `make soak`), then the cluster, Spark Connect and object-store tiers, each in its own
-# pytest invocation (scripts/test_tiers.sh)
+# the local suite (tests marked `cluster` or `s3` run in those tiers instead; the local multi-process
+# scenarios, marked `process`, and the kill points marked `soak` run in `make soak`), then the
+# cluster, Spark Connect and object-store tiers, each in its own pytest invocation
+# (scripts/test_tiers.sh; the tiers keep their own process scenarios)
 test: setup
-	$(PY) -m pytest -m "not cluster and not s3 and not soak" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not cluster and not s3 and not soak and not process" $(PYTEST_ARGS)
 	bash scripts/test_tiers.sh all $(PYTEST_ARGS)
 
 test-fast: setup

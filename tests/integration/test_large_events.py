@@ -293,6 +293,7 @@ def _commit_killed_at(root: str, failpoint: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.process  # a crash scenario: a committer process killed at a failpoint
 @pytest.mark.both_backends
 def test_killed_just_before_commit_nothing_is_visible_and_clean_up_aborts_it(spark, root, manager, stream2, delta_backend):
     transient_id = _commit_killed_at(root, "large:before_commit")
@@ -306,6 +307,7 @@ def test_killed_just_before_commit_nothing_is_visible_and_clean_up_aborts_it(spa
 
 
 @pytest.mark.slow
+@pytest.mark.process  # a crash scenario: a committer process killed at a failpoint
 @pytest.mark.both_backends
 def test_killed_after_commit_the_event_is_whole_and_clean_up_keeps_it(spark, root, manager, stream2, delta_backend):
     _commit_killed_at(root, "large:after_commit")

@@ -105,9 +105,14 @@ def stream2_template(spark, tmp_path_factory) -> str:
 
 def pytest_generate_tests(metafunc):
     """A test marked ``both_backends`` runs once per Delta backend (only ``sql`` in the Connect
-    tier: a Connect session has no other)."""
-    if metafunc.definition.get_closest_marker("both_backends"):
-        metafunc.parametrize("delta_backend", ["sql"] if CONNECT else ["classic", "sql"], indirect=True)
+    tier: a Connect session has no other); ``both_backends(slow=("sql",))`` marks the ``sql`` run
+    ``slow`` (10 s or more: ``make test-fast`` leaves it to ``make test``)."""
+    mark = metafunc.definition.get_closest_marker("both_backends")
+    if mark:
+        slow = mark.kwargs.get("slow", ())  # the backends on which the body takes 10 s or more
+        params = [pytest.param(kind, marks=[pytest.mark.slow] if kind in slow else [])
+                  for kind in (["sql"] if CONNECT else ["classic", "sql"])]
+        metafunc.parametrize("delta_backend", params, indirect=True)
 
 
 class SessionSettingGuard:

@@ -21,7 +21,7 @@ def _payloads(manager):
 
 
 @pytest.mark.connect
-@pytest.mark.both_backends
+@pytest.mark.both_backends(slow=("sql",))
 def test_retry_with_same_number_is_skipped_and_stale_numbers_are_no_ops(spark, manager, stream2, delta_backend):
     w = manager.create_event_writer("iot", "sensors", writer_id="ingest-1")
     first = w.write_events(_rows(spark, "a"), write_number=0)

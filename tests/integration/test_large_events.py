@@ -133,7 +133,7 @@ def test_round_trip_of_100_mib_with_checksums(spark, root, manager, stream2):
     check_stream_consistent(spark, manager, "iot", "sensors")
 
 
-@pytest.mark.both_backends
+@pytest.mark.both_backends(slow=("sql",))
 def test_chunks_are_written_once_and_committed_as_one_event(spark, root, manager, stream2, delta_backend):
     writer = manager.create_event_writer("iot", "sensors", writer_id="big")
     payload = large_payload(int(2.5 * MIB))
@@ -200,7 +200,7 @@ def test_order_with_regular_events_on_the_same_key_and_cuts_never_split_it(spark
         manager.open_event(ps.EventPointer("iot/sensors", sid, large_at))
 
 
-@pytest.mark.both_backends
+@pytest.mark.both_backends(slow=("sql",))
 def test_abort_close_and_oversize_leave_nothing_and_remove_staged_data(spark, root, manager, stream2, delta_backend):
     writer = manager.create_event_writer("iot", "sensors", writer_id="w")
     before = manager.tail_stream_cut("iot", "sensors")
@@ -242,7 +242,7 @@ def test_commit_after_a_scale_goes_to_the_successor(spark, root, manager, stream
     check_stream_consistent(spark, manager, "iot", "sensors")
 
 
-@pytest.mark.both_backends
+@pytest.mark.both_backends(slow=("sql",))
 def test_clean_up_aborts_idle_events_and_a_late_commit_fails(spark, root, manager, stream2, capsys, delta_backend):
     from jobs import large_events as job
 

@@ -421,7 +421,7 @@ def test_a_reader_rejoining_during_a_half_done_take_over_completes_it_and_reads_
     assert {bytes(r.event) for r in rows.select("event").collect()} == {f"{b}:{i:04d}".encode() for b in (0, 1) for i in range(24)}
 
 
-@pytest.mark.both_backends
+@pytest.mark.both_backends(slow=("sql",))
 def test_a_zombie_reader_cannot_write_segments_it_no_longer_owns(spark, manager, stream2, tmp_path, delta_backend):
     """``create_readers`` shares the segments in one commit; a reader declared dead (silent past
     the limit) while it still runs is fenced in the group's sink: its batch is refused, the new

@@ -23,6 +23,7 @@ def events_df(spark, rows):
     return spark.createDataFrame(rows, "routing_key string, event string")
 
 
+@pytest.mark.both_backends(slow=("sql",))
 def test_write_numbers_are_applied_once(spark, manager, stream2, delta_backend):
     scope, stream = stream2
     writer = manager.create_event_writer(scope, stream, "numbered")
@@ -48,6 +49,7 @@ def test_write_numbers_are_applied_once(spark, manager, stream2, delta_backend):
     assert manager.read_events(scope, stream).count() == 24
 
 
+@pytest.mark.both_backends(slow=("sql",))
 def test_fenced_append_refuses_stale_tails_and_sealed_segments(spark, manager, stream2, delta_backend):
     """Two writers whose known tails go stale: each retries from fresh tails (no overlap), and
     after a seal no write lands."""
@@ -68,6 +70,7 @@ def test_fenced_append_refuses_stale_tails_and_sealed_segments(spark, manager, s
     assert len(check_stream_consistent(spark, manager, scope, stream)) == 60
 
 
+@pytest.mark.both_backends(slow=("sql",))
 def test_truncation_deletes_below_the_cut_and_appends_go_on(spark, manager, stream2, delta_backend):
     """Truncation over Connect (partition-only DELETEs, a straddling write rewritten): what is
     below the cut is gone from the table, the head is the cut, and writers go on."""
@@ -86,6 +89,7 @@ def test_truncation_deletes_below_the_cut_and_appends_go_on(spark, manager, stre
     assert len(check_stream_consistent(spark, manager, scope, stream)) == 21
 
 
+@pytest.mark.both_backends(slow=("sql",))
 def test_read_stream_with_available_now_delivers_each_event_once(spark, manager, stream2, delta_backend, tmp_path):
     """``read_stream`` as serverless runs it (``availableNow``): each run delivers what was
     appended since the last, across a scale, each event once and in order per key."""
@@ -111,6 +115,7 @@ def test_read_stream_with_available_now_delivers_each_event_once(spark, manager,
 
 
 
+@pytest.mark.both_backends(slow=("sql",))
 def test_a_vacuum_of_a_short_retention_removes_deleted_bytes_and_keeps_the_tables_property(spark, manager, stream2,
                                                                                            delta_backend):
     """Truncated events leave storage at ``vacuum(retention=timedelta(0))``; on ``sql`` without
@@ -147,6 +152,7 @@ def test_a_vacuum_of_a_short_retention_removes_deleted_bytes_and_keeps_the_table
     assert _delta.backend_for(spark).__class__.__name__ == ("SqlBackend" if delta_backend == "sql" else "ClassicBackend")
 
 
+@pytest.mark.both_backends(slow=("sql",))
 def test_handles_pickle_by_root_and_names_and_rebuild_in_the_active_session(spark, manager, stream2, delta_backend):
     """A ``StreamManager``, writer or reader group captured by a ``foreachBatch`` function is
     pickled by its root and names (no session, no JVM object) and rebuilt where it is unpickled;
@@ -168,6 +174,7 @@ def test_handles_pickle_by_root_and_names_and_rebuild_in_the_active_session(spar
     assert sorted(r.event.decode() for r in again_manager.read_events(scope, stream).collect()) == ["p:0", "p:1"]
 
 
+@pytest.mark.both_backends(slow=("sql",))
 def test_deleted_streams_and_key_value_tables_leave_storage_at_the_next_vacuum(spark, manager, stream2, delta_backend):
     """Bytes that ``delete_stream`` and ``delete_key_value_table`` removed are gone from storage
     after ``vacuum(retention=timedelta(0))``, though the stream or table has left the catalogue

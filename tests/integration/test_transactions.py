@@ -222,7 +222,7 @@ def txn_begin_time(manager, txn) -> float:
     return row.lease_expiry.replace(tzinfo=timezone.utc).timestamp() - 10
 
 
-@pytest.mark.both_backends
+@pytest.mark.both_backends(slow=("sql",))
 def test_commit_after_a_scale_routes_to_the_current_segments(spark, manager, stream2, delta_backend):
     plain = manager.create_event_writer("iot", "sensors", writer_id="plain")
     plain.write_events(_rows(spark, "plain", 0, 16, keys=8))

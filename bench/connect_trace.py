@@ -42,11 +42,14 @@ spark = ps.spark_session()
 shutil.rmtree("/tmp/cprof", ignore_errors=True)
 m = ps.StreamManager(spark, "/tmp/cprof")
 m.create_scope("s")
+summary = []
 def prof(name, fn):
     calls.clear()
     t = time.perf_counter()
     fn()
     total = time.perf_counter() - t
+    analyses = sum(1 for _, where in calls if where.startswith("ANALYZE"))
+    summary.append((name, len(calls), analyses, total))
     print(f"== {name}: {total:.2f}s, {len(calls)} calls, {sum(c[0] for c in calls):.2f}s in calls")
     for d, where in calls:
         print(f"   {d:.3f} {where}")
@@ -61,4 +64,22 @@ cut = m.tail_stream_cut("s", "t")
 prof("scale", lambda: m.scale_stream("s", "t", [1], [(0.5, 0.75), (0.75, 1.0)]))
 w.write_events(df)
 prof("truncate", lambda: m.truncate_stream("s", "t", cut))
+cut2 = m.tail_stream_cut("s", "t")
+# A read's requests before its scan (building the DataFrame) and the scan itself.
+prof("read_events whole (plan)", lambda: m.read_events("s", "t"))
+prof("read_events between cuts (plan)", lambda: m.read_events("s", "t", start=cut, end=cut2))
 prof("seal", lambda: m.seal_stream("s", "t"))
+
+print("\n== requests per operation (before: session 28's code, bench/results/connect_trace_before.txt)")
+before = {}
+before_file = Path(__file__).resolve().parent / "results" / "connect_trace_before.txt"
+if before_file.exists():
+    for line in before_file.read_text().splitlines():
+        name, _, count = line.rpartition(" ")
+        before[name] = count
+print(f"{'operation':34} {'before':>6} {'now':>4} {'(analyses)':>10} {'seconds':>8}")
+for name, count, analyses, total in summary:
+    print(f"{name:34} {before.get(name, '-'):>6} {count:>4} {analyses:>10} {total:>8.2f}")
+if "--save-before" in sys.argv:
+    before_file.parent.mkdir(exist_ok=True)
+    before_file.write_text("".join(f"{name} {count}\n" for name, count, _, _ in summary))

@@ -74,6 +74,32 @@ def is_connect_session(spark: SparkSession) -> bool:
     return isinstance(spark, ConnectSession)
 
 
+def plan_leaves(df: DataFrame) -> list[str]:
+    """The class names of the leaves of a Spark Connect DataFrame's plan as the client built it
+    (no request): ``LocalRelation`` for ``createDataFrame`` data. Empty for any other DataFrame,
+    or when the client's plan cannot be walked (its classes are the client's own, not an API)."""
+    try:
+        from pyspark.sql.connect.plan import LogicalPlan
+    except ImportError:
+        return []
+    plan = getattr(df, "_plan", None)
+    if not isinstance(plan, LogicalPlan):
+        return []
+    leaves, todo = [], [plan]
+    while todo:
+        node = todo.pop()
+        children = []
+        for value in vars(node).values():  # a join's sides, a union's other side, a view's relations
+            for item in value if isinstance(value, list | tuple) else [value]:
+                if isinstance(item, LogicalPlan):
+                    children.append(item)
+        if children:
+            todo.extend(children)
+        else:
+            leaves.append(type(node).__name__)
+    return leaves
+
+
 def quiet_client_logs() -> None:
     """Keep Spark Connect's client from logging, at ERROR, failures this package handles."""
     for name in _CLIENT_LOGGERS:
@@ -159,9 +185,8 @@ def read_rows(spark: SparkSession, path: str, column: str | None = None, value: 
     df = read(spark, path)
     if column is not None:
         df = df.where(F.col(column) == value)
-    try:
-        names = df.columns
-        return [row_dict(r, names) for r in df.collect()]
+    try:  # the names come with the rows: no analysis request for the schema
+        return [row_dict(r) for r in df.collect()]
     except Exception as exc:
         if _missing(exc):
             return []
@@ -271,7 +296,10 @@ def aware(value):
     return value
 
 
-def row_dict(row, names: Sequence[str]) -> dict:
+def row_dict(row, names: Sequence[str] | None = None) -> dict:
+    """``row`` as a dict of ``names`` (default: all of its fields, in order), timestamps aware UTC."""
+    if names is None:
+        return {n: aware(v) for n, v in row.asDict().items()}
     return {n: aware(row[n]) for n in names}
 
 
@@ -384,15 +412,17 @@ class SqlTransaction:
         quiet_client_logs()
         try:
             df = read(self.spark, self.path)
-            names = df.columns
             where = fence.replace("t.`", "`")
+            # ``xxhash64(*)``: all columns in the table's order, as the commit's MERGE lists them
+            # (the names come with the rows: no analysis request for the schema)
             rows = (df.where(where) if fence != "true" else df).select(
-                "*", F.xxhash64(*names).alias(FINGERPRINT)).collect()
+                "*", F.expr("xxhash64(*)").alias(FINGERPRINT)).collect()
         except Exception as exc:
             if not _missing(exc):
                 raise
-            rows, names = [], []
-        found = [RowRead(row_dict(r, names), int(r[FINGERPRINT])) for r in rows]
+            rows = []
+        found = [RowRead({n: v for n, v in row_dict(r).items() if n != FINGERPRINT}, int(r[FINGERPRINT]))
+                 for r in rows]
         self._reads.append(FenceRead(fence, [r.fingerprint for r in found]))
         return found
 

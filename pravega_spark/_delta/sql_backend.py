@@ -52,7 +52,9 @@ class SqlBackend:
         return df
 
     def plan_leaves(self, df: DataFrame) -> list[str]:
-        return []
+        """A Connect DataFrame's leaves from the client's own plan (none on a classic session:
+        its plan lives in the JVM, which this backend does not reach)."""
+        return sql.plan_leaves(df) if sql.is_connect_session(df.sparkSession) else []
 
     def estimated_size(self, df: DataFrame) -> int | None:
         return None

@@ -97,7 +97,7 @@ def check_cuts(store: Store, record: StreamRecord, records: Sequence[SegmentReco
         before_probe()
     if not cuts:
         return
-    known = store.known_boundaries(record.scope, record.stream)
+    known = store.known_boundaries(record.scope, record.stream, record.creation_time)
     wanted = {pos for cut in cuts for pos in cut.positions.items()} - known
     # the events DataFrame only when a position needs the probe (building it costs ~50 ms)
     events = store.events(record.scope, record.stream) if any(o > 0 for _, o in wanted) else None

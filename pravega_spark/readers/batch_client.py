@@ -15,26 +15,37 @@ from .large_event_reader import assemble_large_events
 def read_events(controller: Controller, scope: str, stream: str, start: CutOrName = "earliest",
                 end: CutOrName = "latest") -> DataFrame:
     """``StreamManager.read_events``: the cuts resolved and checked (bounds first, then one
-    boundary probe), the segment ranges between them filtered from the events table (pinned at
-    the tail's version when ``end`` is the tail), large events assembled when the ranges may
-    hold chunks."""
+    boundary probe, skipped for positions known to be boundaries), the segment ranges between
+    them filtered from the events table (pinned at the tail's version when ``end`` is the tail),
+    large events assembled when the ranges may hold chunks.
+
+    Requests before the scan: the stream's row and segments; with ``"latest"`` the events
+    table's version and one summary of its segments at that version (the tail and the chunk
+    check both come from it); between two bounded cuts nothing more once this process has
+    read them (boundaries and the chunk answer are facts of data that never changes)."""
+    store = controller.store
     record = controller.settled(scope, stream)
     records = controller.segment_records(scope, stream)
     version = None
     if "latest" in (start, end) or any(isinstance(x, StreamCut) and x.is_unbounded for x in (start, end)):
-        version = controller.store.events_version(scope, stream)
-    resolve = controller.resolver(record, records, version)
-    start_cut, end_cut = resolve(start), resolve(end)
-    # bounds before the boundary probe: the data below the head is gone
-    head = controller.head(record, records)
-    controller.check_cuts(record, records, [x for x in (start, end) if isinstance(x, StreamCut)],
-                          before_probe=lambda: segment_ranges.check_read_bounds(start_cut, end_cut, head, records))
-    ranges = segment_ranges.segment_ranges(start_cut, end_cut, records)
-    if version is not None and (end == "latest" or (isinstance(end, StreamCut) and end.is_unbounded)):
-        ranges = segment_ranges.open_ended_at_tail(ranges, end_cut)  # the events are read at the tail's version
-    events = controller.store.events(scope, stream, version).transform(segment_ranges.filter_segment_ranges, ranges=ranges)
-    # chunk assembly costs a second scan of the range: only when a large event may be in it
-    # (the data between two cuts never changes; with "latest", ``version`` is pinned)
-    if controller.store.may_hold_chunks(scope, stream, [r.segment_id for r in ranges], version):
-        events = events.transform(assemble_large_events)
+        version = store.events_version(scope, stream)
+    with store.one_read():
+        if version is not None:  # one summary at the pinned version for the tail and the chunk check
+            store.segment_summary(scope, stream, [r.segment_id for r in records], version)
+        resolve = controller.resolver(record, records, version)
+        start_cut, end_cut = resolve(start), resolve(end)
+        # bounds before the boundary probe: the data below the head is gone
+        head = controller.head(record, records)
+        controller.check_cuts(record, records, [x for x in (start, end) if isinstance(x, StreamCut)],
+                              before_probe=lambda: segment_ranges.check_read_bounds(start_cut, end_cut, head, records))
+        ranges = segment_ranges.segment_ranges(start_cut, end_cut, records)
+        if version is not None and (end == "latest" or (isinstance(end, StreamCut) and end.is_unbounded)):
+            ranges = segment_ranges.open_ended_at_tail(ranges, end_cut)  # the events are read at the tail's version
+        events = store.events(scope, stream, version).transform(segment_ranges.filter_segment_ranges, ranges=ranges)
+        # chunk assembly costs a second scan of the range: only when a large event may be in it
+        # (the data between two bounded cuts never changes: its answer is kept; with "latest",
+        # ``version`` is pinned)
+        fixed = (record.creation_time, tuple(ranges)) if version is None else None
+        if store.may_hold_chunks(scope, stream, [r.segment_id for r in ranges], version, fixed):
+            events = events.transform(assemble_large_events)
     return events.transform(segment_ranges.select_read_columns, scope=scope, stream=stream)

@@ -143,6 +143,10 @@ class EventStreamReader:
             ReaderNotInReaderGroupError: this reader is offline (closed, or taken offline).
             IllegalStateError: the group was reset.
         """
+        with self._group.store.one_read():  # the segments' summaries are asked once per version
+            return self._read_next()
+
+    def _read_next(self) -> ReadBatch:
         group = self._group
         config = group.config
         now = group.now()

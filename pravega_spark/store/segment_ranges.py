@@ -74,15 +74,14 @@ def filter_segment_ranges(events: DataFrame, *, ranges: Sequence[SegmentRange]) 
         # files are pruned by their partition values ([base_offset, end_offset) covers a file's
         # rows: the log alone says which files a range needs), rows by their absolute offset.
         # Written as SQL text: one expression to parse instead of a py4j call per operator.
-        bounded = {"base_offset", "end_offset"} <= set(events.columns)  # else: rows only
         files, rows = [], []
         for r in ranges:
             f = c = [f"segment_id = {int(r.segment_id)}"]
             if r.start > 0:
-                f = f + ([f"end_offset > {int(r.start)}"] if bounded else [])
+                f = f + [f"end_offset > {int(r.start)}"]
                 c = c + [f"offset >= {int(r.start)}"]
             if r.end is not None:
-                f = f + ([f"base_offset < {int(r.end)}"] if bounded else [])
+                f = f + [f"base_offset < {int(r.end)}"]
                 c = c + [f"offset < {int(r.end)}"]
             files.append("(" + " AND ".join(f) + ")")
             rows.append("(" + " AND ".join(c) + ")")
@@ -126,11 +125,9 @@ def event_boundary_checker(events: DataFrame | None,
     found: set[tuple[int, int]] = set()
     if wanted:
         cond, files = None, None
-        bounded = {"base_offset", "end_offset"} <= set(events.columns)
         for s, o in wanted:
-            f = (F.col("segment_id") == F.lit(s))
-            if bounded:  # only the files whose [base_offset, end_offset] holds o
-                f = f & (F.col("base_offset") <= F.lit(o)) & (F.col("end_offset") >= F.lit(o))
+            # only the files whose [base_offset, end_offset] holds o
+            f = (F.col("segment_id") == F.lit(s)) & (F.col("base_offset") <= F.lit(o)) & (F.col("end_offset") >= F.lit(o))
             c = (F.col("segment_id") == F.lit(s)) & ((F.col("offset") == F.lit(o)) | (F.col("next_offset") == F.lit(o)))
             cond = c if cond is None else cond | c
             files = f if files is None else files | f

@@ -9,7 +9,9 @@ their tails from the log, seals segments and truncates them, each as one Delta c
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -75,9 +77,14 @@ class SegmentStore:
         self.spark = spark
         self.root = root.rstrip("/")
         self.backend = _delta.backend_for(spark)
-        # (segment, offset) pairs known to be event boundaries, per events table id: a fact that
-        # never changes once true, so each is checked against the data once per process
-        self._boundaries: dict[str, set[tuple[int, int]]] = {}
+        # (segment, offset) pairs known to be event boundaries, per stream (events path and
+        # creation time: a stream deleted and created again is another one): a fact that never
+        # changes once true, so each is checked against the data once per process
+        self._boundaries: dict[tuple[str, object], set[tuple[int, int]]] = {}
+        # whether data that never changes (``may_hold_chunks``' ``fixed`` key) may hold chunks
+        self._chunk_answers: dict[tuple[str, Hashable], bool] = {}
+        # per thread, inside ``one_read``: summaries of pinned versions already asked for
+        self._pinned = threading.local()
 
     def stream_dir(self, scope: str, stream: str) -> str:
         return f"{self.root}/{scope}/{stream}"
@@ -98,20 +105,42 @@ class SegmentStore:
         returns its version: a start position that exists for Delta's streaming source."""
         return self.backend.transaction(self.events_path(scope, stream)).commit(None)
 
-    def known_boundaries(self, scope: str, stream: str) -> set[tuple[int, int]]:
-        """The (mutable) set of positions of this stream's events table known to be boundaries."""
-        table_id = self.backend.latest(self.events_path(scope, stream))[1]
-        return self._boundaries.setdefault(table_id, set())
+    def known_boundaries(self, scope: str, stream: str, creation_time: object) -> set[tuple[int, int]]:
+        """The (mutable) set of positions of the stream created at ``creation_time`` known to be
+        event boundaries (no request: the stream's row, read anyway, names it)."""
+        return self._boundaries.setdefault((self.events_path(scope, stream), creation_time), set())
+
+    @contextmanager
+    def one_read(self) -> Iterator[None]:
+        """Within the block (one read, in this thread), ``segment_summary`` of a pinned version
+        answers from an earlier answer at that version when it covered the segments asked for:
+        a version's data never changes. Outside it nothing is kept (a table deleted and created
+        again reuses version numbers)."""
+        outer = getattr(self._pinned, "memo", None)
+        self._pinned.memo = {} if outer is None else outer
+        try:
+            yield
+        finally:
+            self._pinned.memo = outer
 
     def segment_summary(self, scope: str, stream: str, segment_ids: Iterable[int],
                         version: int | None = None) -> dict[int, _delta.PartitionSummary]:
         """Per segment with files: its largest ``end_offset`` and its rows' ``record_type`` range,
         at the events table's latest version (or ``version``), from the log: the checksum file's
         file list (no Spark job), else one query over the snapshot's file list. Known per
-        version: asking again before the table changes costs a look at its log."""
+        version: asking again before the table changes costs a look at its log (inside
+        ``one_read``, nothing for a pinned version)."""
         ids = sorted({int(s) for s in segment_ids})
-        return self.backend.summarize(self.events_path(scope, stream), EVENTS_PARTITION, ids, "end_offset",
-                                      "record_type", version)
+        path = self.events_path(scope, stream)
+        memo = getattr(self._pinned, "memo", None) if version is not None else None
+        if memo is not None and (path, version) in memo and set(ids) <= memo[path, version][0]:
+            found = memo[path, version][1]
+            return {sid: found[sid] for sid in ids if sid in found}
+        found = self.backend.summarize(path, EVENTS_PARTITION, ids, "end_offset", "record_type", version)
+        if memo is not None:
+            covered, known = memo.get((path, version), (set(), {}))
+            memo[path, version] = (covered | set(ids), {**known, **found})
+        return found
 
     def segment_tails(self, scope: str, stream: str, segment_ids: Iterable[int],
                       version: int | None = None) -> dict[int, SegmentTail]:
@@ -121,15 +150,27 @@ class SegmentStore:
         summary = self.segment_summary(scope, stream, ids, version) if ids else {}
         return {sid: segment_tail(summary[sid]) if sid in summary else SegmentTail(0, False) for sid in ids}
 
-    def may_hold_chunks(self, scope: str, stream: str, segment_ids: Iterable[int], version: int | None = None) -> bool:
+    def may_hold_chunks(self, scope: str, stream: str, segment_ids: Iterable[int], version: int | None = None,
+                        fixed: Hashable | None = None) -> bool:
         """Whether the segments may hold large-event chunk rows at the events table's latest
         version (or ``version``): False only if none of these segments' files has a
-        ``record_type`` as low as a chunk's, by their statistics (``segment_summary``)."""
+        ``record_type`` as low as a chunk's, by their statistics (``segment_summary``).
+
+        ``fixed``: a key naming data that never changes (a stream's creation time and the
+        ranges between two bounded cuts); the answer for it is kept. Either answer stays right:
+        False means no chunk lies in that data, and True only costs an assembly that finds none.
+        """
         ids = sorted(set(segment_ids))
         if not ids:
             return False
+        key = (self.events_path(scope, stream), fixed)
+        if fixed is not None and key in self._chunk_answers:
+            return self._chunk_answers[key]
         summary = self.segment_summary(scope, stream, ids, version)
-        return any(m.low is None or m.low <= max(CHUNK_TYPES) for m in summary.values())
+        answer = any(m.low is None or m.low <= max(CHUNK_TYPES) for m in summary.values())
+        if fixed is not None:
+            self._chunk_answers[key] = answer
+        return answer
 
     def segment_tails_in(self, txn: _delta.TableTransaction, scope: str, stream: str,
                          segment_ids: Sequence[int]) -> dict[int, SegmentTail]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
@@ -185,7 +186,9 @@ class Appender:
                          number: int | None) -> WriteResult:
         events = self.prepare(df, routing_key, event, order_by)
         names = [order_by] if isinstance(order_by, str) else list(order_by or [])
-        return self.retrying(lambda: self.attempt_at_tails(events, names, number), f"append to {self.scoped_name}")
+        small, events = small_events(events, names)  # a few in-memory rows: placed in this process
+        source = events if small is None else small
+        return self.retrying(lambda: self.attempt_at_tails(source, names, number), f"append to {self.scoped_name}")
 
     def _finish(self, segments: list[SegmentRecord], lengths: dict[int, int], grown: dict[int, int],
                 version: int | None, table_id: str | None, count: int) -> WriteResult:
@@ -375,6 +378,8 @@ class Appender:
             segments, tails = self.open_segments_settling(txn)
         self._hint = None
         events = events() if callable(events) else events
+        if isinstance(events, list):  # ``small_events``: placed here, so their ends are known
+            return self._insert_small_at_tails(txn, events, segments, tails, marks, number)
         placed = (events
                   .transform(with_key_position)
                   .transform(with_segment_id, segments=segments)
@@ -399,6 +404,28 @@ class Appender:
             log.info("%s: write number %d skipped (already applied)", self.writer_id, number)
             return WriteResult(0, 0, None, StreamCut(self.scoped_name, tails))
         grown = {sid: end - tails[sid] for sid, end in txn.ends_of_insert().items()} if inserted else {}
+        lengths = {sid: tails[sid] + grown.get(sid, 0) for sid in tails}
+        return self._finish(segments, lengths, grown, txn.committed_version, None, inserted)
+
+    def _insert_small_at_tails(self, txn: _delta.TableTransaction, events: list, segments, tails: dict[int, int],
+                               marks, number: int | None) -> WriteResult:
+        """``attempt_at_tails`` for ``small_events``: routed, framed and placed at the tails in
+        this process (``frame_small``), inserted by the same fenced MERGE from a local relation.
+        The ends of what it inserted are the tails plus the lengths framed: no query after it."""
+        rows, grown = frame_small(events, segments, self.writer_id, datetime.now(timezone.utc), tails)
+        # the server's clock stamps the rows, as it does the DataFrame path's
+        source = (self.session.createDataFrame(rows, EVENTS_SCHEMA)
+                  .withColumn("write_time", F.current_timestamp())
+                  .select(*EVENTS_SCHEMA.fieldNames()))
+        if marks is None:
+            marks = [] if number is None else [txn.set_app_version(WRITER_APP_PREFIX + self.writer_id, number)]
+        failpoint("append:before_commit")
+        inserted = txn.insert_frame(source, marks)
+        failpoint("append:after_commit")
+        if inserted < 0:
+            log.info("%s: write number %d skipped (already applied)", self.writer_id, number)
+            return WriteResult(0, 0, None, StreamCut(self.scoped_name, tails))
+        grown = grown if inserted else {}
         lengths = {sid: tails[sid] + grown.get(sid, 0) for sid in tails}
         return self._finish(segments, lengths, grown, txn.committed_version, None, inserted)
 
@@ -492,17 +519,7 @@ class Appender:
     def _write_small(self, txn: _delta.TableTransaction, events: list, segments) -> list[PendingFile]:
         """The same layout as ``write_with_spark`` for a few events already in this process:
         routed and framed here, written by ``DeltaTransaction.write_rows`` (no Spark job)."""
-        ordered = sorted(segments, key=lambda seg: seg.key_start)
-        now = datetime.now(timezone.utc)
-        lengths: dict[int, int] = {}
-        rows = []
-        for routing_key, payload, position in events:
-            check_event(payload)
-            sid = next((seg.segment_id for seg in ordered[:-1] if position < seg.key_end), ordered[-1].segment_id)
-            offset = lengths.get(sid, 0)
-            lengths[sid] = offset + HEADER_SIZE + len(payload)
-            rows.append((sid, UNPLACED, UNPLACED, offset, lengths[sid], RECORD_EVENT, routing_key, payload,
-                         self.writer_id, now, None))
+        rows, _ = frame_small(events, segments, self.writer_id, datetime.now(timezone.utc))
         if not rows:
             return []
         return [pending_file(f) for f in txn.write_rows(rows, EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS)]
@@ -594,6 +611,35 @@ def small_events(events: DataFrame, order_by: list[str]) -> tuple[list[tuple] | 
 
     return [(r["routing_key"], None if r["event"] is None else bytes(r["event"]), r["__position"])
             for r in sorted(rows, key=order)], events
+
+
+def frame_small(events: list, segments, writer_id: str, now: datetime,
+                tails: Mapping[int, int] | None = None) -> tuple[list[tuple], dict[int, int]]:
+    """``small_events`` as rows of ``EVENTS_SCHEMA``, routed to ``segments`` and framed in
+    this process: one part per segment, its offsets relative to the part. With ``tails`` each
+    part is placed at its segment's tail (``base_offset`` the tail, ``end_offset`` the tail plus
+    the part's length); else its bases are ``UNPLACED`` (files placed at commit). Returns the
+    rows and each written segment's part length.
+
+    Raises:
+        EventTooLargeError, InvalidEventError: an event is null or over the size limit.
+    """
+    ordered = sorted(segments, key=lambda seg: seg.key_start)
+    lengths: dict[int, int] = {}
+    framed = []
+    for routing_key, payload, position in events:
+        check_event(payload)
+        sid = next((seg.segment_id for seg in ordered[:-1] if position < seg.key_end), ordered[-1].segment_id)
+        offset = lengths.get(sid, 0)
+        lengths[sid] = offset + HEADER_SIZE + len(payload)
+        framed.append((sid, offset, lengths[sid], routing_key, payload))
+
+    def placed(sid: int) -> tuple[int, int]:
+        return (UNPLACED, UNPLACED) if tails is None else (int(tails[sid]), int(tails[sid]) + lengths[sid])
+
+    rows = [(sid, *placed(sid), offset, end, RECORD_EVENT, key, payload, writer_id, now, None)
+            for sid, offset, end, key, payload in framed]
+    return rows, lengths
 
 
 def check_event(payload: bytes | None) -> None:

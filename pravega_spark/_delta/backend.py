@@ -116,6 +116,10 @@ class DeltaBackend(Protocol):
         """A small table's rows (or one string partition's); None when the backend cannot read
         them without a query (the caller then queries ``read``)."""
 
+    def read_rows_together(self, reads: Sequence[tuple[str, str | None, str | None]]) -> list[list[dict]] | None:
+        """``read_rows`` of several ``(path, column, value)`` in one request, where a request is
+        the cost (Connect); None when the backend reads them apart (or a table is missing)."""
+
     def summarize(self, path: str, column: str, values: Sequence[int], end_column: str, stat: str,
                   version: int | None = None) -> dict[int, PartitionSummary]:
         """Per partition: the largest ``end_column`` and the extrema of ``stat``."""

@@ -110,6 +110,10 @@ class ClassicBackend:
             files = tuple(f for f in files if f.partition(column) == value)
         return storage.read_rows(self.spark, path, files)
 
+    def read_rows_together(self, reads: Sequence[tuple[str, str | None, str | None]]) -> list[list[dict]] | None:
+        """None: each table's rows come from its own log and files (no Spark job), apart."""
+        return None
+
     def summarize(self, path: str, column: str, values: Sequence[int], end_column: str, stat: str,
                   version: int | None = None) -> dict[int, PartitionSummary]:
         return log.summarize_table(self.spark, path, column, values, end_column, stat, version)

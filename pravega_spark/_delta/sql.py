@@ -74,6 +74,23 @@ def is_connect_session(spark: SparkSession) -> bool:
     return isinstance(spark, ConnectSession)
 
 
+def command_rows(df: DataFrame) -> list[dict]:
+    """The rows of a command's result (``spark.sql`` of a MERGE, DELETE, DESCRIBE, ...) as dicts.
+
+    A command runs when ``spark.sql`` sends it, and Spark Connect returns its result with that
+    request, as Arrow data: it is decoded here, with no second request. Elsewhere (a classic
+    session, or a result the client holds otherwise) the rows are collected."""
+    relation = getattr(getattr(df, "_plan", None), "_plan", None)  # the client's CachedRelation
+    try:
+        if relation is not None and relation.HasField("local_relation") and relation.local_relation.HasField("data"):
+            import pyarrow as pa
+
+            return pa.ipc.open_stream(relation.local_relation.data).read_all().to_pylist()
+    except Exception:  # noqa: BLE001 - the client's classes are not an API: collect instead
+        log.debug("command result not decoded in the client; collecting it", exc_info=True)
+    return [row.asDict() for row in df.collect()]
+
+
 def plan_leaves(df: DataFrame) -> list[str]:
     """The class names of the leaves of a Spark Connect DataFrame's plan as the client built it
     (no request): ``LocalRelation`` for ``createDataFrame`` data. Empty for any other DataFrame,
@@ -147,17 +164,17 @@ def version(spark: SparkSession, path: str) -> int:
     """The table's latest committed version, -1 when there is no table (one history query)."""
     quiet_client_logs()
     try:
-        rows = spark.sql(f"DESCRIBE HISTORY {table(path)} LIMIT 1").select("version").collect()
+        rows = command_rows(spark.sql(f"DESCRIBE HISTORY {table(path)} LIMIT 1"))
     except Exception as exc:
         if _missing(exc):
             return -1
         raise
-    return int(rows[0][0]) if rows else -1
+    return int(rows[0]["version"]) if rows else -1
 
 
 def table_id(spark: SparkSession, path: str) -> str:
     """The table's id (``DESCRIBE DETAIL``): a table deleted and created again gets a new one."""
-    return str(spark.sql(f"DESCRIBE DETAIL {table(path)}").select("id").collect()[0][0])
+    return str(command_rows(spark.sql(f"DESCRIBE DETAIL {table(path)}"))[0]["id"])
 
 
 def latest(spark: SparkSession, path: str) -> tuple[int, str]:
@@ -191,6 +208,36 @@ def read_rows(spark: SparkSession, path: str, column: str | None = None, value: 
         if _missing(exc):
             return []
         raise
+
+
+def read_rows_together(spark: SparkSession, reads: Sequence[tuple[str, str | None, str | None]]) -> list[list[dict]] | None:
+    """``read_rows`` of several ``(path, column, value)`` in one query: a union in which each
+    table's rows are one struct column (the other columns null), so each keeps its own types.
+    None when a table is missing (the caller reads them one by one: each tells its own story).
+
+    Each table is read at its own latest snapshot, taken while the server plans the query: no
+    order between them is promised, so a caller that needs one checks what it got."""
+    quiet_client_logs()
+    union = None
+    for i, (path, column, value) in enumerate(reads):
+        df = read(spark, path)
+        if column is not None:
+            df = df.where(F.col(column) == value)
+        part = df.select(F.struct("*").alias(f"__t{i}"))
+        union = part if union is None else union.unionByName(part, allowMissingColumns=True)
+    if union is None:
+        return []
+    try:
+        rows = union.collect()
+    except Exception as exc:
+        if _missing(exc):
+            return None
+        raise
+    found: list[list[dict]] = [[] for _ in reads]
+    for row in rows:
+        i = next(i for i in range(len(reads)) if row[f"__t{i}"] is not None)
+        found[i].append(row_dict(row[f"__t{i}"]))
+    return found
 
 
 def column_ddl(schema: StructType) -> str:
@@ -237,17 +284,17 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> Non
     ``spark.sql.sources.parallelPartitionDiscovery.parallelism`` low where the session is built
     (``ps.spark_session`` does; Databricks tunes its own VACUUM)."""
     if retention_hours is None:
-        spark.sql(f"VACUUM {table(path)}").collect()
+        spark.sql(f"VACUUM {table(path)}")  # a command runs when sent
         return
     hours = float(retention_hours)
     kept = table_property(spark, path, RETENTION_PROPERTY)
     if hours >= _interval_hours(kept):
-        spark.sql(f"VACUUM {table(path)} RETAIN {hours} HOURS").collect()
+        spark.sql(f"VACUUM {table(path)} RETAIN {hours} HOURS")
         return
     spark.sql(f"ALTER TABLE {table(path)} SET TBLPROPERTIES ({literal(RETENTION_PROPERTY)} = "
               f"{literal(f'interval {int(hours * 3600)} seconds')})")
     try:
-        spark.sql(f"VACUUM {table(path)} RETAIN {hours} HOURS").collect()
+        spark.sql(f"VACUUM {table(path)} RETAIN {hours} HOURS")
     finally:
         if kept is None:
             spark.sql(f"ALTER TABLE {table(path)} UNSET TBLPROPERTIES IF EXISTS ({literal(RETENTION_PROPERTY)})")
@@ -257,8 +304,8 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> Non
 
 def table_property(spark: SparkSession, path: str, key: str) -> str | None:
     """A table property (``SHOW TBLPROPERTIES``, one command), or None."""
-    rows = spark.sql(f"SHOW TBLPROPERTIES {table(path)} ({literal(key)})").collect()
-    value = rows[0][1] if rows else None
+    rows = command_rows(spark.sql(f"SHOW TBLPROPERTIES {table(path)} ({literal(key)})"))
+    value = rows[0]["value"] if rows else None
     return None if value is None or "does not have property" in str(value) else str(value)
 
 
@@ -281,8 +328,8 @@ def delete_where(spark: SparkSession, path: str, condition: str) -> tuple[int | 
     """One ``DELETE`` (partition-only conditions delete whole files without reading them; others
     rewrite the files they touch): the new version (None when nothing matched) and its metrics."""
     before = version(spark, path)
-    result = spark.sql(f"DELETE FROM {table(path)} WHERE {condition}").collect()
-    deleted = int(result[0][0]) if result and result[0][0] is not None else 0
+    result = command_rows(spark.sql(f"DELETE FROM {table(path)} WHERE {condition}"))
+    deleted = int(result[0]["num_affected_rows"] or 0) if result else 0
     after = version(spark, path)
     if after == before:
         return None, {"numDeletedRows": 0}
@@ -675,7 +722,7 @@ class SqlTransaction:
             f"WHEN MATCHED AND s.__del THEN DELETE "
             f"WHEN NOT MATCHED AND s.__op = 'r' THEN INSERT ({first}) VALUES ({stale}) "
             f"WHEN NOT MATCHED AND s.__op = 'n' THEN INSERT ({cols}) VALUES ({values})",
-            source=source).collect()
+            source=source)  # a command runs when sent: its result (counts) is not needed
 
 
 # Delta's error when a target row matches several source rows: in ``fenced_insert`` it can only
@@ -783,7 +830,8 @@ def fenced_insert(spark: SparkSession, path: str, source: DataFrame | None, colu
     try:
         result = session.sql(
             f"MERGE INTO {table(path)} AS t USING {{source}} AS s ON ({fence}) AND ({moved}) "
-            f"{clauses}{matched}{missing}WHEN NOT MATCHED THEN INSERT *", source=source).collect()
+            f"{clauses}{matched}{missing}WHEN NOT MATCHED THEN INSERT *", source=source)
+        result = command_rows(result)
     except Exception as exc:
         if raised(exc, DUPLICATE):
             return -1
@@ -893,7 +941,7 @@ def truncate(spark: SparkSession, path: str, column: str, below: Mapping[int, in
 def data_files(spark: SparkSession, path: str) -> list[FileEntry]:
     """The table's data files now (path, partition values, size, modification time, rows), by
     one query over ``_metadata`` grouped by file, after one for its partition columns."""
-    parts = [str(c) for c in spark.sql(f"DESCRIBE DETAIL {table(path)}").select("partitionColumns").collect()[0][0]]
+    parts = [str(c) for c in command_rows(spark.sql(f"DESCRIBE DETAIL {table(path)}"))[0]["partitionColumns"]]
     df = read(spark, path)
     rows = (df.groupBy(F.col("_metadata.file_path").alias("__path"))
             .agg(*[F.first(F.col(c)).alias(c) for c in parts],
@@ -973,7 +1021,7 @@ def merge_marked(spark: SparkSession, path: str, rows: DataFrame | None, marks: 
             f"AND s.scope = {literal(SINK_MARK_SCOPE)} AND t.stream = s.stream "
             f"WHEN MATCHED AND ({allowed}) THEN UPDATE SET t.segment_id = s.segment_id "
             f"WHEN MATCHED THEN UPDATE SET t.segment_id = raise_error('{STALE}: a mark changed') "
-            f"{gone}WHEN NOT MATCHED THEN INSERT *", source=source).collect()
+            f"{gone}WHEN NOT MATCHED THEN INSERT *", source=source)  # runs when sent
     except Exception as exc:
         if raised(exc, STALE):
             raise Retry(f"{path}: marks changed since they were read") from None
@@ -987,8 +1035,8 @@ def delete_matching(spark: SparkSession, path: str, source: DataFrame, on: list[
     it conflict (retry it)."""
     condition = " AND ".join(f"t.`{c}` = s.`{c}`" for c in on)
     target = table(path)
-    result = spark.sql(f"MERGE INTO {target} AS t USING {{source}} AS s ON {condition} WHEN MATCHED THEN DELETE",
-                       source=source).collect()
+    result = command_rows(spark.sql(f"MERGE INTO {target} AS t USING {{source}} AS s ON {condition} "
+                                    "WHEN MATCHED THEN DELETE", source=source))
     return int(result[0]["num_deleted_rows"]) if result else 0
 
 

@@ -104,6 +104,10 @@ class SqlBackend:
         table does not exist yet."""
         return sql.read_rows(self.spark, path, column, value)
 
+    def read_rows_together(self, reads: Sequence[tuple[str, str | None, str | None]]) -> list[list[dict]] | None:
+        """One query for all of them (``sql.read_rows_together``)."""
+        return sql.read_rows_together(self.spark, reads)
+
     def summarize(self, path: str, column: str, values: Sequence[int], end_column: str, stat: str,
                   version: int | None = None) -> dict[int, PartitionSummary]:
         return sql.summarize(self.spark, path, column, values, end_column, stat, version)

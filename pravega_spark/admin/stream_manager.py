@@ -250,7 +250,7 @@ class StreamManager:
     def validate_stream_cut(self, scope: str, stream: str, cut: StreamCut) -> StreamCut:
         """Raise ``InvalidStreamCutError`` unless ``cut`` is a valid cut of the stream."""
         c = self._controller
-        c.check_cuts(c.settled(scope, stream), c.segment_records(scope, stream), [cut])
+        c.check_cuts(*c.settled_with_segments(scope, stream), [cut])
         return cut
 
     # ---- truncation --------------------------------------------------------------------------

@@ -79,6 +79,14 @@ class Controller:
     def segment_records(self, scope: str, stream: str) -> list[SegmentRecord]:
         return self.store.segment_records(scope, stream)
 
+    def settled_with_segments(self, scope: str, stream: str) -> tuple[StreamRecord, list[SegmentRecord]]:
+        """``settled`` and ``segment_records``, in one request where the backend can."""
+        return stream_tasks.settled_with_segments(self.store, scope, stream)
+
+    def active_with_segments(self, scope: str, stream: str) -> tuple[StreamRecord, list[SegmentRecord]]:
+        """``active_stream`` and ``segment_records``, in one request where the backend can."""
+        return stream_tasks.active_with_segments(self.store, scope, stream)
+
     def stream_names(self, scope: str | None = None, stream: str | None = None) -> list[tuple[str, str]]:
         """``(scope, stream)`` of every stream of the store, or of ``scope``, or just one."""
         rows = self.store.streams()
@@ -99,13 +107,13 @@ class Controller:
         return stream_cut_helper.truncation(record, records)
 
     def head_stream_cut(self, scope: str, stream: str) -> StreamCut:
-        return stream_cut_helper.head(self.settled(scope, stream), self.segment_records(scope, stream))
+        return stream_cut_helper.head(*self.settled_with_segments(scope, stream))
 
     def tail_stream_cut(self, scope: str, stream: str) -> StreamCut:
-        return self.tail(self.settled(scope, stream), self.segment_records(scope, stream))
+        return self.tail(*self.settled_with_segments(scope, stream))
 
     def truncation_record(self, scope: str, stream: str) -> TruncationRecord:
-        return stream_cut_helper.truncation(self.settled(scope, stream), self.segment_records(scope, stream))
+        return stream_cut_helper.truncation(*self.settled_with_segments(scope, stream))
 
     def resolver(self, record: StreamRecord, records: Sequence[SegmentRecord], version: int | None = None,
                  tail: StreamCut | None = None) -> Callable[[CutOrName], StreamCut]:
@@ -117,22 +125,20 @@ class Controller:
 
     def stream_info(self, scope: str, stream: str) -> StreamInfo:
         """State, configuration, current epoch, head and tail cuts, and size of the stream."""
-        record = self.settled(scope, stream)
-        records = self.segment_records(scope, stream)
+        record, records = self.settled_with_segments(scope, stream)
         head, tail = self.head(record, records), self.tail(record, records)
         return StreamInfo(scope, stream, record.state, record.configuration, record.current_epoch,
                           head, tail, size_between(head, tail, records, tail.positions))
 
     def stream_cut_at(self, scope: str, stream: str, at: datetime) -> StreamCut:
         """The tail as it was at ``at`` (see ``stream_cut_helper.cut_at_time``)."""
-        record = self.settled(scope, stream)
-        return stream_cut_helper.cut_at_time(self.store, record, self.segment_records(scope, stream), at)
+        record, records = self.settled_with_segments(scope, stream)
+        return stream_cut_helper.cut_at_time(self.store, record, records, at)
 
     def size_between(self, scope: str, stream: str, from_cut: CutOrName = "earliest",
                      to_cut: CutOrName = "latest") -> int:
         """Framed bytes between two cuts (Pravega's ``sizeBetweenStreamCuts``)."""
-        record = self.settled(scope, stream)
-        records = self.segment_records(scope, stream)
+        record, records = self.settled_with_segments(scope, stream)
         tail = self.tail(record, records)
         resolve = self.resolver(record, records, tail=tail)
         self.check_cuts(record, records, [c for c in (from_cut, to_cut) if isinstance(c, StreamCut)])
@@ -140,8 +146,8 @@ class Controller:
 
     def cut_at_version(self, scope: str, stream: str, version: int) -> StreamCut:
         """The stream's tail as of events-table version ``version`` (see ``stream_cut_helper``)."""
-        record = self.settled(scope, stream)
-        return stream_cut_helper.cut_at_version(self.store, record, self.segment_records(scope, stream), version)
+        record, records = self.settled_with_segments(scope, stream)
+        return stream_cut_helper.cut_at_version(self.store, record, records, version)
 
     def later_cut(self, scope: str, stream: str, cut: StreamCut, other: StreamCut) -> StreamCut:
         """``cut`` unless it is before ``other``."""
@@ -174,19 +180,17 @@ class Controller:
 
     def successors(self, scope: str, stream: str, segment_id: int) -> dict[int, list[int]]:
         """Successors of a sealed segment, each with its predecessors (empty if open or unknown)."""
-        self.settled(scope, stream)
-        return successors_with_predecessors(self.store.segment_records(scope, stream), int(segment_id))
+        records = self.settled_with_segments(scope, stream)[1]
+        return successors_with_predecessors(records, int(segment_id))
 
     def predecessors(self, scope: str, stream: str, segment_id: int) -> list[int]:
         """The segments sealed to create ``segment_id`` that overlap it."""
-        self.settled(scope, stream)
-        records = self.store.segment_records(scope, stream)
+        records = self.settled_with_segments(scope, stream)[1]
         if not any(r.segment_id == segment_id for r in records):
             raise SegmentNotFoundError(f"segment {segment_id} is not a segment of {scope}/{stream}")
         return predecessors(records, int(segment_id))
 
     def segments_at(self, scope: str, stream: str, time: datetime) -> DataFrame:
         """The segments active at ``time`` (those of the epoch in force then)."""
-        self.settled(scope, stream)
-        epoch = epoch_history.epoch_at(self.store.segment_records(scope, stream), as_utc(time))
+        epoch = epoch_history.epoch_at(self.settled_with_segments(scope, stream)[1], as_utc(time))
         return self.segments(scope, stream, epoch)

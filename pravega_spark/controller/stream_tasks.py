@@ -12,7 +12,7 @@ once end in the same state.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from .. import _delta
@@ -96,6 +96,45 @@ def settled(store: Store, scope: str, stream: str) -> StreamRecord:
     return recover(store, existing_stream(store, scope, stream), finish_truncation=False)
 
 
+def settled_with_segments(store: Store, scope: str, stream: str) -> tuple[StreamRecord, list[SegmentRecord]]:
+    """``settled`` and the stream's segment records, read together in one request where the
+    backend can (``Store.stream_record_and_segments``).
+
+    Read apart, the records come after the row, so they show at least the row's epoch. Read
+    together, each table has its own snapshot, so the records are used only if the row needed
+    no recovery and they agree with it (``segments_agree``); otherwise they are read again, after
+    the row, as apart.
+
+    Raises:
+        InvalidNameError: a bad scope or stream name.
+        StreamNotFoundError: no such stream.
+    """
+    validate_scope_name(scope)
+    validate_stream_name(stream)
+    record, records = store.stream_record_and_segments(scope, stream)
+    if record is None:
+        raise StreamNotFoundError(f"stream {scope}/{stream} does not exist")
+    done = recover(store, record, finish_truncation=False)
+    if done is not record or records is None or not segments_agree(done, records):
+        records = store.segment_records(scope, stream)
+    return done, records
+
+
+def segments_agree(record: StreamRecord, records: Sequence[SegmentRecord]) -> bool:
+    """Whether segment ``records`` read beside a settled ``record`` are at least as new as it.
+
+    The segments table changes in three commits, each made while the row is pending and before
+    it settles: creation (epoch 0, stamped with the stream's creation time), a scale (the new
+    epoch's segments and the seals of the old, together) and a seal (the sealed sizes). Records
+    older than the row miss the row's epoch, or its sealed sizes, or belong to a stream of the
+    same name created earlier."""
+    current = epoch_members(records, record.current_epoch)
+    first = [r for r in records if r.creation_epoch == 0]
+    return (bool(first) and all(r.creation_time == record.creation_time for r in first)
+            and any(r.creation_epoch == record.current_epoch for r in records)  # every epoch creates segments
+            and (record.state != SEALED or all(r.sealed_size is not None for r in current)))
+
+
 def active_stream(store: Store, scope: str, stream: str) -> StreamRecord:
     """The stream's row once no scale or seal is pending (appends go on during a truncation,
     which only deletes below the tail).
@@ -107,6 +146,14 @@ def active_stream(store: Store, scope: str, stream: str) -> StreamRecord:
     if record.state in (SEALING, SEALED):
         raise StreamSealedError(f"stream {record.scoped_name} is sealed")
     return record
+
+
+def active_with_segments(store: Store, scope: str, stream: str) -> tuple[StreamRecord, list[SegmentRecord]]:
+    """``active_stream`` and its segment records (``settled_with_segments``)."""
+    record, records = settled_with_segments(store, scope, stream)
+    if record.state in (SEALING, SEALED):
+        raise StreamSealedError(f"stream {record.scoped_name} is sealed")
+    return record, records
 
 
 def _start(store: Store, scope: str, stream: str, state: str, **changes) -> StreamRecord:

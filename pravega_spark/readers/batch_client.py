@@ -24,8 +24,7 @@ def read_events(controller: Controller, scope: str, stream: str, start: CutOrNam
     check both come from it); between two bounded cuts nothing more once this process has
     read them (boundaries and the chunk answer are facts of data that never changes)."""
     store = controller.store
-    record = controller.settled(scope, stream)
-    records = controller.segment_records(scope, stream)
+    record, records = controller.settled_with_segments(scope, stream)
     version = None
     if "latest" in (start, end) or any(isinstance(x, StreamCut) and x.is_unbounded for x in (start, end)):
         version = store.events_version(scope, stream)

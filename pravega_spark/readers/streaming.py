@@ -614,8 +614,7 @@ def read_stream(controller: Controller, scope: str, stream: str, start: CutOrNam
     registered with the session's listener."""
     if head not in HEAD_MODES:
         raise InvalidConfigError(f"head must be one of {HEAD_MODES}, got {head!r}")
-    record = controller.settled(scope, stream)
-    records = controller.segment_records(scope, stream)
+    record, records = controller.settled_with_segments(scope, stream)
     store = controller.store
     options = source_options(max_bytes_per_trigger, max_files_per_trigger)
     group = streaming_group(controller, record, reader_group)

@@ -65,7 +65,10 @@ def segment_ranges(start: StreamCut, end: StreamCut,
 
 
 def filter_segment_ranges(events: DataFrame, *, ranges: Sequence[SegmentRange]) -> DataFrame:
-    """Keeps the events and large-event chunks (not control records) inside ``ranges``."""
+    """Keeps the events and large-event chunks (not control records) inside ``ranges``.
+
+    ``events`` has the events view's columns (``segment_store.events_view``): its files are
+    pruned by their partition values, its rows by their absolute offsets."""
     readable = f"record_type IN ({', '.join(str(t) for t in (RECORD_EVENT, *CHUNK_TYPES))})"
     if not ranges:
         return events.where(F.expr(readable) & F.lit(False))

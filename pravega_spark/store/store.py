@@ -239,9 +239,25 @@ class Store(SegmentStore):
                 .where((F.col("stream") != SCOPE_MARK) & ~F.col("stream").startswith(KVT_PREFIX)))
 
     def stream_record(self, scope: str, stream: str) -> StreamRecord | None:
-        rows = [r for r in self.table_rows(self.streams_path, STREAM_KEY, stream_key(scope, stream))
-                if r["scope"] == scope and r["stream"] == stream]
-        return StreamRecord.from_row(rows[0]) if rows else None
+        rows = self.table_rows(self.streams_path, STREAM_KEY, stream_key(scope, stream))
+        return self._record_of(rows, scope, stream)
+
+    @staticmethod
+    def _record_of(rows: Iterable[dict], scope: str, stream: str) -> StreamRecord | None:
+        mine = [r for r in rows if r["scope"] == scope and r["stream"] == stream]
+        return StreamRecord.from_row(mine[0]) if mine else None
+
+    def stream_record_and_segments(self, scope: str, stream: str) -> tuple[StreamRecord | None,
+                                                                           list[SegmentRecord] | None]:
+        """The stream's row and its segment records read together, in one request where the
+        backend can (Connect); the records are None when they were not (read them after the
+        row). Each table is read at its own snapshot: see ``stream_tasks.settled_with_segments``
+        for what a caller checks."""
+        found = self.backend.read_rows_together([(self.streams_path, STREAM_KEY, stream_key(scope, stream)),
+                                                 (self.segments_path(scope, stream), None, None)])
+        if found is None:
+            return self.stream_record(scope, stream), None
+        return self._record_of(found[0], scope, stream), self._segment_records_of(found[1])
 
     def _stream_row(self, record: StreamRecord) -> tuple:
         return (stream_key(record.scope, record.stream), *record.to_row())
@@ -472,7 +488,10 @@ class Store(SegmentStore):
         return self.backend.read(self.segments_path(scope, stream))
 
     def segment_records(self, scope: str, stream: str) -> list[SegmentRecord]:
-        rows = self.table_rows(self.segments_path(scope, stream))
+        return self._segment_records_of(self.table_rows(self.segments_path(scope, stream)))
+
+    @staticmethod
+    def _segment_records_of(rows: Iterable[dict]) -> list[SegmentRecord]:
         return sorted((SegmentRecord(r["segment_id"], r["key_start"], r["key_end"],
                                      from_spark_time(r["creation_time"]), r["sealed_epoch"], r["sealed_size"])
                        for r in rows), key=lambda s: s.segment_id)

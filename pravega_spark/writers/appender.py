@@ -264,8 +264,7 @@ class Appender:
             later = txn.partition_files_since(EVENTS_PARTITION, list(tails), version, limit=HINT_REPLAY_LIMIT)
             if later is not None and not later[0] and not later[1]:
                 return segments, tails
-        record = self.controller.active_stream(self.scope, self.stream)
-        records = self.store.segment_records(self.scope, self.stream)
+        record, records = self.controller.active_with_segments(self.scope, self.stream)
         current = epoch_members(records, record.current_epoch)
         ids = [s.segment_id for s in current]
         tails = self.store.segment_tails_in(txn, self.scope, self.stream, ids)

@@ -46,6 +46,36 @@ def test_a_relative_root_is_refused_before_any_io(spark, tmp_path):
     assert set(os.listdir(tmp_path)) == before
 
 
+def test_a_small_write_is_placed_by_this_process_at_the_offsets_a_reader_sees(spark, manager, stream2):
+    """Up to ``SMALL_WRITE_ROWS`` events of local data are routed, framed and placed by this
+    process (the write knows its ends without a query after its MERGE); one event more takes the
+    DataFrame path. Both writes, the first holding an event of the largest size, read back at
+    contiguous offsets in each key's order, and each result's tail cut is the stream's tail."""
+    from pravega_spark.store.schema import MAX_EVENT_SIZE
+    from pravega_spark.writers.appender import SMALL_WRITE_ROWS
+
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream, "w")
+
+    def rows(first: int, count: int) -> list[tuple[str, str]]:
+        return [(f"k{i % 13}", f"w:{i:06d}:" + "x" * (i % 300)) for i in range(first, first + count)]
+
+    small = rows(0, SMALL_WRITE_ROWS - 1)
+    prefix = f"w:{SMALL_WRITE_ROWS - 1:06d}:"
+    small.append(("k0", prefix + "x" * (MAX_EVENT_SIZE - len(prefix))))
+    df = events_df(spark, small)
+    assert _delta.backend_for(spark).plan_leaves(df) == ["LocalRelation"]
+    first = writer.write_events(df)
+    assert (first.event_count, first.byte_count) == (len(small), sum(8 + len(e) for _, e in small))
+    assert first.tail_stream_cut == manager.tail_stream_cut(scope, stream)
+    second = writer.write_events(events_df(spark, rows(SMALL_WRITE_ROWS, SMALL_WRITE_ROWS + 1)))
+    assert second.event_count == SMALL_WRITE_ROWS + 1
+    assert second.tail_stream_cut == manager.tail_stream_cut(scope, stream)
+    event_rows = check_stream_consistent(spark, manager, scope, stream)
+    assert len(event_rows) == 2 * SMALL_WRITE_ROWS + 1
+    check_key_order(event_rows)
+
+
 def _rss() -> int:
     """This (client) process's resident memory now, in bytes."""
     with open("/proc/self/status") as f:

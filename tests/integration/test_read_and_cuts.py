@@ -123,11 +123,12 @@ def test_reads_below_head_raise_truncated(spark):
 
 
 def test_filter_segment_ranges_is_a_pure_transformation(spark):
+    # the events view's columns: each row here its own file ([base_offset, end_offset])
     events = spark.createDataFrame(
-        [(0, o, o + 9, 0, "k", b"x", "w", datetime(2026, 1, 1)) for o in range(0, 90, 9)]
-        + [(0, 90, 90, 1, None, None, None, datetime(2026, 1, 1))],
+        [(0, o, o + 9, 0, "k", b"x", "w", datetime(2026, 1, 1), o, o + 9) for o in range(0, 90, 9)]
+        + [(0, 90, 90, 1, None, None, None, datetime(2026, 1, 1), 90, 90)],
         "segment_id long, offset long, next_offset long, record_type int, routing_key string, "
-        "event binary, writer_id string, write_time timestamp")
+        "event binary, writer_id string, write_time timestamp, base_offset long, end_offset long")
     got = events.transform(filter_segment_ranges, ranges=[SegmentRange(0, 18, 45)])
     assert [r.offset for r in got.orderBy("offset").collect()] == [18, 27, 36]
     assert events.transform(filter_segment_ranges, ranges=[SegmentRange(0, 0, None)]).count() == 10

@@ -580,7 +580,9 @@ def check_write_number(write_number: int | None) -> int | None:
 # ``createDataFrame`` of a list, a pandas or an Arrow table) are routed and framed here and written
 # without a Spark job; anything else is written by one Spark job (``write_with_spark``).
 SMALL_WRITE_ROWS = 1000
-IN_MEMORY_LEAVES = ("LocalRelation", "LogicalRDD")
+# (Spark Connect's client sends local data above a few MiB ahead of the plan, as chunks the
+# server caches: ``ChunkedCachedLocalRelation``)
+IN_MEMORY_LEAVES = ("LocalRelation", "LogicalRDD", "ChunkedCachedLocalRelation")
 
 
 def small_events(events: DataFrame, order_by: list[str]) -> tuple[list[tuple] | None, DataFrame]:

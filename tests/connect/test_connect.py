@@ -64,7 +64,8 @@ def test_a_small_write_is_placed_by_this_process_at_the_offsets_a_reader_sees(sp
     prefix = f"w:{SMALL_WRITE_ROWS - 1:06d}:"
     small.append(("k0", prefix + "x" * (MAX_EVENT_SIZE - len(prefix))))
     df = events_df(spark, small)
-    assert _delta.backend_for(spark).plan_leaves(df) == ["LocalRelation"]
+    # local data (above a few MiB the client sends it ahead, as chunks the server caches)
+    assert _delta.backend_for(spark).plan_leaves(df) == ["ChunkedCachedLocalRelation"]
     first = writer.write_events(df)
     assert (first.event_count, first.byte_count) == (len(small), sum(8 + len(e) for _, e in small))
     assert first.tail_stream_cut == manager.tail_stream_cut(scope, stream)

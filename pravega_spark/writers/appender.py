@@ -377,19 +377,11 @@ class Appender:
             segments, tails = self.open_segments_settling(txn)
         self._hint = None
         events = events() if callable(events) else events
+        known: dict[int, int] | None = None  # the lengths written per segment, when placed here
         if isinstance(events, list):  # ``small_events``: placed here, so their ends are known
-            return self._insert_small_at_tails(txn, events, segments, tails, marks, number)
-        placed = (events
-                  .transform(with_key_position)
-                  .transform(with_segment_id, segments=segments)
-                  .transform(with_event_checks)
-                  .transform(with_absolute_offsets, tails, order=[*order, "__seq"])
-                  .select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENTS_SCHEMA.fields
-                            if f.name not in ("record_type", "writer_id", "write_time", "rel_event_offset")],
-                          F.lit(RECORD_EVENT).alias("record_type"), F.lit(self.writer_id).alias("writer_id"),
-                          F.current_timestamp().alias("write_time"),
-                          F.lit(None).cast("long").alias("rel_event_offset"))
-                  .select(*EVENTS_SCHEMA.fieldNames()))
+            placed, known = self._placed_small(events, segments, tails)
+        else:
+            placed = self._placed_frame(events, segments, tails, order)
         if marks is None:
             marks = [] if number is None else [txn.set_app_version(WRITER_APP_PREFIX + self.writer_id, number)]
         failpoint("append:before_commit")
@@ -402,31 +394,39 @@ class Appender:
         if inserted < 0:
             log.info("%s: write number %d skipped (already applied)", self.writer_id, number)
             return WriteResult(0, 0, None, StreamCut(self.scoped_name, tails))
-        grown = {sid: end - tails[sid] for sid, end in txn.ends_of_insert().items()} if inserted else {}
+        if not inserted:
+            grown = {}
+        elif known is not None:
+            grown = known
+        else:
+            grown = {sid: end - tails[sid] for sid, end in txn.ends_of_insert().items()}
         lengths = {sid: tails[sid] + grown.get(sid, 0) for sid in tails}
         return self._finish(segments, lengths, grown, txn.committed_version, None, inserted)
 
-    def _insert_small_at_tails(self, txn: _delta.TableTransaction, events: list, segments, tails: dict[int, int],
-                               marks, number: int | None) -> WriteResult:
-        """``attempt_at_tails`` for ``small_events``: routed, framed and placed at the tails in
-        this process (``frame_small``), inserted by the same fenced MERGE from a local relation.
-        The ends of what it inserted are the tails plus the lengths framed: no query after it."""
-        rows, grown = frame_small(events, segments, self.writer_id, datetime.now(timezone.utc), tails)
+    def _placed_frame(self, events: DataFrame, segments, tails: dict[int, int], order: list[str]) -> DataFrame:
+        """``events`` routed, checked and numbered at the tails by Spark (a window per segment)."""
+        return (events
+                  .transform(with_key_position)
+                  .transform(with_segment_id, segments=segments)
+                  .transform(with_event_checks)
+                  .transform(with_absolute_offsets, tails, order=[*order, "__seq"])
+                  .select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in EVENTS_SCHEMA.fields
+                            if f.name not in ("record_type", "writer_id", "write_time", "rel_event_offset")],
+                          F.lit(RECORD_EVENT).alias("record_type"), F.lit(self.writer_id).alias("writer_id"),
+                          F.current_timestamp().alias("write_time"),
+                          F.lit(None).cast("long").alias("rel_event_offset"))
+                  .select(*EVENTS_SCHEMA.fieldNames()))
+
+    def _placed_small(self, events: list, segments, tails: dict[int, int]) -> tuple[DataFrame, dict[int, int]]:
+        """``small_events`` routed, framed and placed at the tails in this process
+        (``frame_small``) as a local relation, and the lengths written per segment: the ends of
+        what the MERGE inserts are known, so no query follows it."""
+        rows, lengths = frame_small(events, segments, self.writer_id, datetime.now(timezone.utc), tails)
         # the server's clock stamps the rows, as it does the DataFrame path's
-        source = (self.session.createDataFrame(rows, EVENTS_SCHEMA)
+        placed = (self.session.createDataFrame(rows, EVENTS_SCHEMA)
                   .withColumn("write_time", F.current_timestamp())
                   .select(*EVENTS_SCHEMA.fieldNames()))
-        if marks is None:
-            marks = [] if number is None else [txn.set_app_version(WRITER_APP_PREFIX + self.writer_id, number)]
-        failpoint("append:before_commit")
-        inserted = txn.insert_frame(source, marks)
-        failpoint("append:after_commit")
-        if inserted < 0:
-            log.info("%s: write number %d skipped (already applied)", self.writer_id, number)
-            return WriteResult(0, 0, None, StreamCut(self.scoped_name, tails))
-        grown = grown if inserted else {}
-        lengths = {sid: tails[sid] + grown.get(sid, 0) for sid in tails}
-        return self._finish(segments, lengths, grown, txn.committed_version, None, inserted)
+        return placed, lengths
 
     def stage_rows(self, events: DataFrame, order: list[str], partition: int, rank: int, guard) -> int:
         """Stage ``prepare``d events as rows of ``partition`` (a transaction's staging partition:

@@ -20,11 +20,15 @@ A ratio has one of two orientations, always printed with it:
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import statistics
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pyspark.sql import functions as F
 
@@ -54,11 +58,32 @@ def fresh_store(root: str, scope: str):
     import pravega_spark as ps
 
     shutil.rmtree(root, ignore_errors=True)
-    spark = ps.spark_session(**{"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
-    spark.sparkContext.setLogLevel("ERROR")
+    if os.environ.get("SPARK_REMOTE"):  # a Spark Connect session: the server's settings, no context
+        spark = ps.spark_session()
+    else:
+        spark = ps.spark_session(**{"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
+        spark.sparkContext.setLogLevel("ERROR")
     manager = ps.StreamManager(spark, f"{root}/store")
     manager.create_scope(scope)
     return manager
+
+
+@contextlib.contextmanager
+def connect_server(memory: str = "4g"):
+    """``SPARK_REMOTE`` as given, else a local Spark Connect server (``scripts/connect_server.sh``,
+    with ``memory`` of heap) started for the block and stopped after it: its address."""
+    if os.environ.get("SPARK_REMOTE"):
+        yield os.environ["SPARK_REMOTE"]
+        return
+    script = str(Path(__file__).resolve().parent.parent / "scripts" / "connect_server.sh")
+    out = subprocess.run([script, "start"], check=True, capture_output=True, text=True,
+                         env={**os.environ, "CONNECT_SERVER_MEMORY": memory}).stdout
+    os.environ["SPARK_REMOTE"] = out.strip().split("SPARK_REMOTE=")[-1]
+    try:
+        yield os.environ["SPARK_REMOTE"]
+    finally:
+        subprocess.run([script, "stop"], check=False)
+        del os.environ["SPARK_REMOTE"]
 
 
 class Seconds(float):

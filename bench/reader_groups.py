@@ -5,6 +5,7 @@ one process vs one ``read_events``, and tailing readers' commits.
     .venv/bin/python bench/reader_groups.py [--events 4000000] [--size 200] [--rounds 5]
                                             [--threaded-events 1000000] [--tail-seconds 60]
                                             [--tail-readers 1,2,4] [--only abc] [--root /tmp/bench-groups]
+    .venv/bin/python bench/reader_groups.py --connect   # (b) over Spark Connect (issue #46)
 
 (a) Processes (issue #43, decision 4): a 4-segment stream of ``--events`` events of ~``--size``
     B. Each round runs, one after the other, two pairs of processes (own JVMs, ``local[1]``
@@ -222,9 +223,10 @@ def threaded(manager, root: str, args) -> None:
         writer.write_events(source(spark, args.threaded_events // 4, args.size,
                                    start=part * (args.threaded_events // 4)))
     setups: list[float] = []
+    next_times: list[float] = []  # each read_next call (the group's per-batch overhead before the scan)
 
-    def check(path: str) -> None:
-        rows = spark.read.format("delta").load(path).count()
+    def check(path: str, sink=None) -> None:  # a group's sink: its rows without its marks (``read``)
+        rows = (sink.read() if sink is not None else spark.read.format("delta").load(path)).count()
         assert rows == args.threaded_events, (path, rows)
 
     def one_read(r: int) -> float:  # the same rows and columns as the group's sink writes
@@ -247,7 +249,9 @@ def threaded(manager, root: str, args) -> None:
 
         def drain(reader) -> None:
             while True:
+                began = time.perf_counter()
                 batch = reader.read_next()
+                next_times.append(time.perf_counter() - began)
                 if batch.ranges:
                     sink.write(batch)
                 if batch.end_of_data:
@@ -262,7 +266,7 @@ def threaded(manager, root: str, args) -> None:
         for t in threads:
             t.join()
         seconds = time.perf_counter() - start
-        check(path)
+        check(path, sink)
         return Seconds(seconds)
 
     print(f"(b) {args.threaded_events:,} events: 2 readers of one process (threads) in one group into the group's "
@@ -270,6 +274,8 @@ def threaded(manager, root: str, args) -> None:
     alternate(("read_events + append", one_read), ("2 readers, one process", two_readers), rounds=args.rounds,
               label="(b)", indent="    ")
     print(f"    set-up apart (group, create_readers, sink): median {statistics.median(setups):.2f} s", flush=True)
+    print(f"    read_next: {len(next_times)} calls, median {statistics.median(next_times) * 1000:.0f} ms "
+          f"(min {min(next_times) * 1000:.0f}, max {max(next_times) * 1000:.0f})", flush=True)
 
 
 def tailing(manager, root: str, args) -> None:
@@ -317,7 +323,19 @@ def main(argv=None) -> int:
     parser.add_argument("--tail-readers", default="1,2,4")
     parser.add_argument("--only", default="abc", help="which measures to run (letters)")
     parser.add_argument("--root", default="/tmp/bench-groups")
+    parser.add_argument("--connect", action="store_true",
+                        help="(b) only, on a Spark Connect session (SPARK_REMOTE, else a local server started for the run)")
     args = parser.parse_args(argv)
+    if args.connect:
+        from bench._common import connect_server
+
+        args.only = "b"
+        with connect_server():
+            return run(args)
+    return run(args)
+
+
+def run(args) -> int:
     args.events, args.threaded_events = args.events // 4 * 4, args.threaded_events // 4 * 4  # four appends
     import pravega_spark as ps
     from bench._common import fresh_store, source

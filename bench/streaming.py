@@ -2,6 +2,7 @@
 the per-batch cost of the head in the library's sink, and the latency from a commit to arrival.
 
     .venv/bin/python bench/streaming.py [--events 1000000] [--size 200] [--rounds 5] [--latency 20]
+    .venv/bin/python bench/streaming.py --connect   # the drains over Spark Connect (issue #46)
 
 Drain: 1,000,000 events of ~200 B over 4 segments, one ``availableNow`` query from a new
 checkpoint into a new Delta table. Two pairs, each alternating the raw query and ours for
@@ -35,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark.sql import functions as F
 
 import pravega_spark as ps
-from bench._common import Seconds, alternate, fresh_store, source
+from bench._common import Seconds, alternate, connect_server, fresh_store, source
 
 SCOPE, STREAM = "bench", "stream"
 
@@ -121,7 +122,17 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--latency", type=int, default=20)
     p.add_argument("--root", default="/tmp/bench-streaming")
+    p.add_argument("--connect", action="store_true",
+                   help="on a Spark Connect session (SPARK_REMOTE, else a local server started for the run): the drains only")
     a = p.parse_args()
+    if a.connect:
+        a.latency = 0  # the head and latency clocks run in foreachBatch functions, on the server there
+        with connect_server():
+            return run(a)
+    return run(a)
+
+
+def run(a) -> None:
     manager = fresh_store(a.root, SCOPE)
     spark = manager.spark
     manager.create_stream(SCOPE, STREAM, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))

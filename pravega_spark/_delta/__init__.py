@@ -48,6 +48,7 @@ from .retry import CONFLICTS, DEFAULT_RETRY, Retry, RetryPolicy, is_conflict, re
 from .rows import replace
 from .session import (
     SESSION_CONF,
+    foreach_batch_here,
     observed_if_done,
     session_key,
     streaming_query_id,
@@ -66,6 +67,6 @@ __all__ = [
     "DeltaBackend", "DeltaTransaction", "MARKS_SEGMENT", "RECORD_WRITE_MARK", "FileEntry", "is_conflict", "local_dir",
     "observed_if_done", "parquet_rows_beside", "PartitionSummary", "read_rows", "Removal",
     "removals", "replace", "retries", "Retry", "retrying", "RetryPolicy", "session_key",
-    "set_clock", "streaming_query_id", "streaming_query_sink", "summarize", "summarize_table",
+    "set_clock", "foreach_batch_here", "streaming_query_id", "streaming_query_sink", "summarize", "summarize_table",
     "table_state", "TableState", "TableTransaction", "backend_kind",
 ]

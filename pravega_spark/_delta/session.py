@@ -119,8 +119,20 @@ def streaming_query_sink(spark: SparkSession, query_id: str) -> tuple[str, str] 
 
 def streaming_query_id(spark: SparkSession) -> str | None:
     """The id of the streaming query whose micro-batch this thread runs (a ``foreachBatch``
-    function runs in the query's thread), else None."""
+    function runs in the query's thread), else None; always None over Spark Connect, where the
+    function runs in a Python worker of the server (``foreach_batch_here``)."""
+    if not foreach_batch_here(spark):
+        return None
     return spark.sparkContext.getLocalProperty("sql.streaming.queryId")
+
+
+def foreach_batch_here(spark: SparkSession) -> bool:
+    """Whether a ``foreachBatch`` function of ``spark``'s queries runs in this process (a classic
+    session), rather than in a Python worker of a Spark Connect server that this process's
+    objects do not reach."""
+    from .sql import is_connect_session
+
+    return not is_connect_session(spark)
 
 
 def observed_if_done(observation) -> dict | None:

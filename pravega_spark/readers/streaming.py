@@ -50,6 +50,7 @@ from ..errors import (
     SkippedEventsError,
     StreamCutBehindError,
     TruncatedDataError,
+    UnsupportedOperationError,
 )
 from ..store import events_log, segment_ranges
 from ..store.schema import CHUNK_TYPES, RECORD_EVENT
@@ -614,6 +615,10 @@ def read_stream(controller: Controller, scope: str, stream: str, start: CutOrNam
     registered with the session's listener."""
     if head not in HEAD_MODES:
         raise InvalidConfigError(f"head must be one of {HEAD_MODES}, got {head!r}")
+    if head == "sink" and not _delta.foreach_batch_here(controller.spark):
+        raise UnsupportedOperationError(
+            "head='sink' needs the query's foreachBatch functions to run in this process; over Spark Connect "
+            "they run on the server: read with head='plan' (the default)")
     record, records = controller.settled_with_segments(scope, stream)
     store = controller.store
     options = source_options(max_bytes_per_trigger, max_files_per_trigger)

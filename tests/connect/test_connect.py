@@ -175,6 +175,31 @@ def test_two_client_processes_and_a_killed_writer(spark, root, manager, stream2)
     check_key_order(event_rows)
 
 
+def test_the_library_sinks_run_on_the_server_and_head_sink_is_refused(spark, manager, stream2, tmp_path):
+    """Over Spark Connect a ``foreachBatch`` function runs in the server's Python worker:
+    ``ps.idempotent_delta_sink`` (and ``ps.foreach_batch`` inside it) copies a ``head="plan"``
+    query's events exactly once, a replayed batch id is skipped, and ``head="sink"`` (whose
+    head is applied by the client's registry, not reachable there) is refused before any query."""
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream, "src")
+    writer.write_events(events_df(spark, [(f"k{i % 3}", f"old:{i}") for i in range(6)]))
+    manager.truncate_stream(scope, stream, manager.tail_stream_cut(scope, stream))
+    writer.write_events(events_df(spark, [(f"k{i % 3}", f"new:{i}") for i in range(5)]))
+    with pytest.raises(ps.UnsupportedOperationError, match="head='plan'") as caught:
+        manager.read_stream(scope, stream, head="sink")
+    assert "\n" not in str(caught.value)
+    path = str(tmp_path / "copy")
+    sink = ps.idempotent_delta_sink(path, "copy")
+    query = (manager.read_stream(scope, stream).writeStream.foreachBatch(sink)
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    assert query.exception() is None
+    copied = spark.read.format("delta").load(path)
+    assert sorted(r.event.decode() for r in copied.collect()) == [f"new:{i}" for i in range(5)]
+    sink(manager.read_events(scope, stream), 0)  # a replay of batch 0, called here: skipped
+    assert copied.count() == 5
+
+
 def test_a_writer_captured_by_foreach_batch_runs_on_the_server_exactly_once(spark, manager, stream2, tmp_path):
     """The README's stream-to-stream copy over Spark Connect: the ``foreachBatch`` function (and
     the writer it captured) is pickled by root and names, runs on the server, and the micro-batch

@@ -68,6 +68,7 @@ cut2 = m.tail_stream_cut("s", "t")
 # A read's requests before its scan (building the DataFrame) and the scan itself.
 prof("read_events whole (plan)", lambda: m.read_events("s", "t"))
 prof("read_events between cuts (plan)", lambda: m.read_events("s", "t", start=cut, end=cut2))
+prof("read_stream (the call)", lambda: m.read_stream("s", "t"))
 prof("seal", lambda: m.seal_stream("s", "t"))
 
 print("\n== requests per operation (before: session 28's code, bench/results/connect_trace_before.txt)")

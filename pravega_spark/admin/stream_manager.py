@@ -434,6 +434,8 @@ class StreamManager:
             InvalidStreamCutError: ``start`` is not a cut of this stream.
             TruncatedDataError: ``start`` is before the stream's head.
             InvalidConfigError: a bad rate limit, or ``reader_group`` does not fit.
+            UnsupportedOperationError: ``head="sink"`` on a Spark Connect session, where a
+                ``foreachBatch`` function runs on the server (read with ``head="plan"``).
         """
         return streaming.read_stream(self._controller, scope, stream, start, reader_group, max_bytes_per_trigger,
                                      max_files_per_trigger, head)

@@ -8,7 +8,8 @@ per-segment map, and count the rows dropped in an observation, logged once the b
 run. The head only moves forward, so a head read after planning drops at least what one read at
 planning would; a replayed batch drops a superset, consistent with resuming at the head.
 Batches of other queries (``head="plan"``, whose plan applies the head, or other sources) reach
-the function as they are.
+the function as they are, and so do all batches over Spark Connect, where the function runs in a
+Python worker of the server (``read_stream`` refuses ``head="sink"`` there).
 
 The functions find a batch's ``head="sink"`` sources by the id of the query running it (a
 ``foreachBatch`` function runs in the query's thread): ``streaming.HeadGuard`` recorded them

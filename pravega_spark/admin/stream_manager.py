@@ -415,8 +415,7 @@ class StreamManager:
             scope: the stream's scope.
             stream: the stream.
             start: ``"earliest"`` (the head), ``"latest"`` (the tail when the query starts) or a
-                ``StreamCut`` of the stream. Used only by a new query: a restarted one continues
-                from its checkpoint.
+                ``StreamCut`` of the stream; a restarted query goes on from its checkpoint.
             reader_group: a reader group (name or handle) of ``scope`` that reads this stream and
                 whose retention type is not NONE: after each committed micro-batch its subscriber
                 cut becomes the position the query reached, so ``run_retention`` can truncate
@@ -434,8 +433,7 @@ class StreamManager:
             InvalidStreamCutError: ``start`` is not a cut of this stream.
             TruncatedDataError: ``start`` is before the stream's head.
             InvalidConfigError: a bad rate limit, or ``reader_group`` does not fit.
-            UnsupportedOperationError: ``head="sink"`` on a Spark Connect session, where a
-                ``foreachBatch`` function runs on the server (read with ``head="plan"``).
+            UnsupportedOperationError: ``head="sink"`` over Spark Connect (use ``head="plan"``).
         """
         return streaming.read_stream(self._controller, scope, stream, start, reader_group, max_bytes_per_trigger,
                                      max_files_per_trigger, head)

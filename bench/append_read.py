@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark.sql import functions as F
 
 import pravega_spark as ps
-from bench._common import COST, Seconds, alternate, source, timed
+from bench._common import COST, Seconds, alternate, connect_server, source, timed
 from pravega_spark.store.clock import utc_now
 from pravega_spark.store.schema import EVENTS_SCHEMA
 from pravega_spark.store.segment_ranges import filter_segment_ranges, segment_ranges
@@ -244,28 +244,18 @@ def main(argv=None) -> int:
 def run_connect(a) -> int:
     """``--connect``: the append and read runs on a classic session (a subprocess, printed first),
     then on a Spark Connect session, each against its own session type's raw Delta operations."""
-    repo = Path(__file__).resolve().parent.parent
     args = ["--events", str(a.events), "--sizes", a.sizes.split(",")[0], "--rounds", str(a.rounds), "--skip-history"]
     print("== classic session", flush=True)
     env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
     subprocess.run([sys.executable, __file__, *args, "--root", a.root + "-classic"], check=True, env=env)
-    started = False
-    if not os.environ.get("SPARK_REMOTE"):
-        out = subprocess.run([str(repo / "scripts" / "connect_server.sh"), "start"], check=True, capture_output=True,
-                             text=True, env={**os.environ, "CONNECT_SERVER_MEMORY": "4g"}).stdout
-        os.environ["SPARK_REMOTE"] = out.strip().split("SPARK_REMOTE=")[-1]
-        started = True
-    print(f"== Spark Connect session ({os.environ['SPARK_REMOTE']})", flush=True)
-    try:
+    with connect_server() as remote:
+        print(f"== Spark Connect session ({remote})", flush=True)
         shutil.rmtree(a.root + "-connect", ignore_errors=True)
         spark = ps.spark_session()
         manager, result = bench_append_read(spark, os.path.abspath(a.root + "-connect"), a.events,
                                             int(a.sizes.split(",")[0]), a.rounds, target=0.6)
         bench_read(spark, manager, result, a.rounds)
         spark.stop()
-    finally:
-        if started:
-            subprocess.run([str(repo / "scripts" / "connect_server.sh"), "stop"], check=False)
     return 0
 
 

@@ -37,9 +37,9 @@ from pyspark.sql import functions as F
 
 import pravega_spark as ps
 from bench._common import Seconds, alternate, connect_server, fresh_store, source
+from pravega_spark import _delta
 
 SCOPE, STREAM = "bench", "stream"
-HEAD_IN_SINK = True  # the foreachBatch pair reads with head="sink" (head="plan" over Spark Connect)
 
 
 def into(events, out: str, plain: bool):
@@ -49,9 +49,15 @@ def into(events, out: str, plain: bool):
     return writer.foreachBatch(ps.idempotent_delta_sink(f"{out}/sink", "bench")).start()
 
 
+def sink_head(manager) -> bool:
+    """Whether the foreachBatch pair reads with ``head="sink"``: not over Spark Connect, where a
+    ``foreachBatch`` function runs on the server and ``read_stream`` refuses it."""
+    return _delta.foreach_batch_here(manager.spark)
+
+
 def drain_ours(manager, out: str, plain: bool = False) -> float:
     start = time.perf_counter()
-    head = "plan" if plain or not HEAD_IN_SINK else "sink"
+    head = "plan" if plain or not sink_head(manager) else "sink"
     into(manager.read_stream(SCOPE, STREAM, head=head), out, plain).awaitTermination()
     return time.perf_counter() - start
 
@@ -128,9 +134,7 @@ def main() -> None:
                    help="on a Spark Connect session (SPARK_REMOTE, else a local server started for the run): the drains only")
     a = p.parse_args()
     if a.connect:
-        global HEAD_IN_SINK
         a.latency = 0  # the head and latency clocks run in foreachBatch functions, on the server there
-        HEAD_IN_SINK = False  # refused there: the sink's functions run on the server
         with connect_server():
             return run(a)
     return run(a)
@@ -141,7 +145,8 @@ def run(a) -> None:
     spark = manager.spark
     manager.create_stream(SCOPE, STREAM, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
     manager.create_event_writer(SCOPE, STREAM, "bench").write_events(source(spark, a.events, a.size))
-    pairs = {"foreachBatch": (f"read_stream head={'sink' if HEAD_IN_SINK else 'plan'}", 0.9 if HEAD_IN_SINK else 0.8),
+    in_sink = sink_head(manager)
+    pairs = {"foreachBatch": (f"read_stream head={'sink' if in_sink else 'plan'}", 0.9 if in_sink else 0.8),
              "plain Delta sink": ("read_stream head=plan", None)}
     for kind, (ours_name, target) in pairs.items():
         plain = kind != "foreachBatch"

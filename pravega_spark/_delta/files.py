@@ -101,6 +101,34 @@ class FileEntry:
         return FileEntry.from_log(json.loads(text))
 
 
+# Partition values that name a directory as they are (no escaping needed): every value our
+# tables' partition columns take (integers, ids).
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+def partition_dir(values: Mapping[str, str], columns: Sequence[str]) -> str | None:
+    """The Hive-style directory ``c1=v1/c2=v2/`` of these partition values, in ``columns``' order,
+    or None if a value would need escaping (never one of ours)."""
+    if any(values.get(c) is None or not set(str(values[c])) <= _PLAIN for c in columns):
+        return None
+    return "".join(f"{c}={values[c]}/" for c in columns)
+
+
+def misplaced(entry: FileEntry, columns: Sequence[str]) -> bool:
+    """Whether ``entry``'s file sits under a directory whose ``c=v`` names differ from its
+    partition values in the log. Delta reads partition values from the log, but engines that
+    take them from the path (Polars) would read other values (pure)."""
+    if not columns or "://" in entry.path or entry.path.startswith("/"):
+        return False
+    wanted = partition_dir(entry.partition_values, columns)
+    return wanted is not None and entry.path[:entry.path.rfind("/") + 1] != wanted
+
+
+def in_partition_dir(entry: FileEntry, columns: Sequence[str]) -> FileEntry:
+    """``entry`` with its path under its partition values' directory, same file name (pure)."""
+    return replace(entry, path=partition_dir(entry.partition_values, columns) + entry.path.rsplit("/", 1)[-1])
+
+
 @dataclass(frozen=True)
 class Removal:
     """A logical delete of a committed file (VACUUM removes the bytes later). ``data_change``

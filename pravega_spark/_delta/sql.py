@@ -436,6 +436,7 @@ class SqlTransaction:
         self._marks_read: dict[str, tuple[int, int] | None] = {}  # app id -> (number, generation) read
         self.inserted: int | None = None  # rows the last commit inserted
         self.committed_version: int | None = None  # the version of the last insert, when found
+        self.unplaced_names: list[str] = []  # files are written where they belong
 
     def __repr__(self) -> str:
         return f"SqlTransaction({self.path}, read_version={self.read_version})"

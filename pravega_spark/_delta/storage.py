@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from urllib.parse import unquote, urlparse
 
@@ -160,6 +162,17 @@ def delete_files(spark: SparkSession, table_path: str, paths: list[str]) -> int:
     """Delete files that no commit references (table-relative or absolute paths) from storage
     right away; returns how many existed. For staged data discarded by an abort: nothing can
     read them, so there is no need to wait for VACUUM."""
+    local = local_dir(table_path)
+    if local is not None:  # no round trip to the JVM per file
+        deleted = 0
+        for p in paths:
+            relative = unquote(p)
+            try:
+                os.unlink(relative if os.path.isabs(relative) else os.path.join(local, relative))
+                deleted += 1
+            except FileNotFoundError:
+                pass
+        return deleted
     jvm = spark.sparkContext._jvm
     base = hadoop_path(jvm, table_path)
     deleted = 0
@@ -175,6 +188,50 @@ def remove_path(spark: SparkSession, path: str) -> bool:
     """Recursively delete ``path`` from storage (any Hadoop file system)."""
     fs, p = _fs(spark, path)
     return bool(fs.delete(p, True)) if fs.exists(p) else False
+
+
+def link_files(spark: SparkSession, table_path: str, pairs: Sequence[tuple[str, str]]) -> None:
+    """Give each file ``source`` of the table a second name ``target`` (table-relative paths, as
+    the log writes them), leaving ``source`` in place: a hard link on a local file system (no
+    bytes copied; a copy where links are refused), a server-side copy on S3 (pyarrow, with the
+    session's S3A settings), a copy through the table's Hadoop file system elsewhere. A target
+    that exists already is the same file (names are unique per write): it is kept. Safe to repeat,
+    and to run from two processes at once."""
+    if not pairs:
+        return
+    local = local_dir(table_path)
+    if local is not None:
+        for source, target in pairs:
+            src, dst = os.path.join(local, unquote(source)), os.path.join(local, unquote(target))
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            try:
+                os.link(src, dst)
+            except FileExistsError:
+                pass
+            except OSError:  # a mount without hard links: copy under a temporary name, then rename
+                shutil.copyfile(src, dst + ".copying")
+                os.replace(dst + ".copying", dst)
+        return
+    from .object_store import pyarrow_s3_options
+
+    options = pyarrow_s3_options(spark, table_path)
+    if options is not None:
+        import pyarrow.fs as pafs
+
+        fs = pafs.S3FileSystem(**options)
+        parsed = urlparse(table_path)
+        root = f"{parsed.netloc}{parsed.path.rstrip('/')}"
+        with ThreadPoolExecutor(max_workers=min(16, len(pairs))) as pool:
+            list(pool.map(lambda p: fs.copy_file(f"{root}/{unquote(p[0])}", f"{root}/{unquote(p[1])}"), pairs))
+        return
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    base = hadoop_path(jvm, table_path)
+    for source, target in pairs:
+        src, dst = hadoop_path(jvm, base, unquote(source)), hadoop_path(jvm, base, unquote(target))
+        fs = src.getFileSystem(conf)
+        if not fs.exists(dst):
+            jvm.org.apache.hadoop.fs.FileUtil.copy(fs, src, fs, dst, False, conf)
 
 
 _WRITE_SLICE = 1 << 20

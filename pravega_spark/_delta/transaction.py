@@ -18,6 +18,8 @@ from .files import (
     FileEntry,
     PartitionSummary,
     Removal,
+    in_partition_dir,
+    misplaced,
     parquet_bytes,
     removals,
     summarize,
@@ -90,6 +92,7 @@ class DeltaTransaction:
         self._txn = delta_log(spark, path).startTransaction()
         self._listed: list[FileEntry] | None | bool = False  # the checksum file's list, once read
         self.committed_version: int | None = None  # the version of this transaction's commit
+        self.unplaced_names: list[str] = []  # see ``commit``
 
     def __repr__(self) -> str:
         return f"DeltaTransaction({self.path}, read_version={self.read_version})"
@@ -416,10 +419,18 @@ class DeltaTransaction:
                delete_predicate: str | None = None) -> int:
         """Commit ``adds`` (files from ``write``/``write_rows``, or None) plus ``extra`` actions
         (removals, application versions) as one WRITE, or as one DELETE of ``delete_predicate``
-        (SQL, recorded in the table's history); returns the new table version."""
+        (SQL, recorded in the table's history); returns the new table version.
+
+        A file of ``adds`` whose directory does not name its partition values (one written before
+        its place was known, its base fixed at commit) is first given a name under its values'
+        directory (``storage.link_files``: a hard link locally), which the commit records: every
+        engine, those reading partition values from paths too, reads the log's values.
+        ``unplaced_names`` lists the names it had before (a caller that owns them removes them
+        once committed; else VACUUM does)."""
         jvm = self._jvm
         nothing = none(jvm)
-        items = [*(adds or []), *(extra or [])]
+        adds, self.unplaced_names = self._in_partition_dirs(adds or [], partition_by)
+        items = [*adds, *(extra or [])]
         if delete_predicate is not None:
             parsed = self.spark._jsparkSession.sessionState().sqlParser().parseExpression(delete_predicate)
             operation = getattr(jvm, "org.apache.spark.sql.delta.DeltaOperations$Delete")(self._seq([parsed]))
@@ -431,3 +442,13 @@ class DeltaTransaction:
         with storage.commit_lock(self.path):
             self.committed_version = int(self._txn.commit(seq, operation))
         return self.committed_version
+
+    def _in_partition_dirs(self, adds: Sequence[FileEntry], partition_by: tuple[str, ...]) -> tuple[list, list]:
+        """``adds`` with each misplaced file renamed into its partition directory (linked there),
+        and the names the moved ones had."""
+        moved = [a for a in adds if misplaced(a, partition_by)]
+        if not moved:
+            return list(adds), []
+        placed = {a.path: in_partition_dir(a, partition_by) for a in moved}
+        storage.link_files(self.spark, self.path, [(a.path, placed[a.path].path) for a in moved])
+        return [placed.get(a.path, a) for a in adds], [a.path for a in moved]

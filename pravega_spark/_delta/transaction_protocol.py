@@ -37,6 +37,9 @@ class TableTransaction(Protocol):
     path: str
     committed_version: int | None
     """The version of this transaction's commit (None before it, or where finding it costs a query)."""
+    unplaced_names: list[str]
+    """The names that the files of its last ``commit`` had before it named them under their
+    partition directories (empty where files are never written before their place is known)."""
 
     # ---- fence --------------------------------------------------------------------------------
     def fence_partitions(self, column: str, values: list[int]) -> None:

@@ -53,6 +53,8 @@ class CompactionResult:
         runs: runs rewritten, one new file each (per writing task).
         files_removed: small files replaced; files_added: the files that replace them.
         bytes_rewritten: the removed files' bytes.
+        files_moved: files of an older store named again under their partition values' directory
+            (no bytes rewritten; see ``_delta.misplaced``).
     """
 
     version: int | None = None
@@ -60,10 +62,11 @@ class CompactionResult:
     files_removed: int = 0
     files_added: int = 0
     bytes_rewritten: int = 0
+    files_moved: int = 0
 
     def __repr__(self) -> str:
         return (f"CompactionResult(version={self.version}, runs={self.runs}, removed={self.files_removed}, "
-                f"added={self.files_added}, bytes={self.bytes_rewritten})")
+                f"added={self.files_added}, bytes={self.bytes_rewritten}, moved={self.files_moved})")
 
 
 def plan_runs(files: Iterable[FileExtent], target_size: int = DEFAULT_TARGET_FILE_SIZE) -> list[list[FileExtent]]:
@@ -127,13 +130,23 @@ def compact(spark, events_path: str, segment_ids: Sequence[int] | None = None,
         files = [f for f in files if f.int_partition(EVENTS_PARTITION) >= 0]
         by_path = {f.path: f for f in files}
         runs = plan_runs([extent_of(f) for f in files], target_size)
-        if not runs:
-            return CompactionResult()
         inputs = [by_path[f.path] for run in runs for f in run]
         if not backend.places_files:
+            if not runs:
+                return CompactionResult()
             rewrite_by_overwrite(backend, events_path, runs)
             return CompactionResult(None, len(runs), len(inputs), len(runs), sum(f.size for f in inputs))
-        txn.track_files(inputs)  # a concurrent removal of one of them (a truncation) fails us
+        # files of stores written before they were named under their partition values: renamed
+        # there (a hard link locally), so engines that read partition values from paths agree
+        rewritten = {f.path for f in inputs}
+        misplaced = [f for f in files if f.path not in rewritten and _delta.misplaced(f, EVENTS_PARTITIONS)]
+        if not runs and not misplaced:
+            return CompactionResult()
+        txn.track_files(inputs + misplaced)  # a concurrent removal of one of them (a truncation) fails us
+        moved = [f.placed(data_change=False) for f in misplaced]
+        if not runs:
+            version = txn.commit(moved, EVENTS_PARTITIONS, txn.removals(misplaced, data_change=False))
+            return CompactionResult(version, files_moved=len(misplaced))
         parts = []
         for run in runs:
             base, end = run[0].base_offset, max(f.end_offset for f in run)
@@ -149,8 +162,8 @@ def compact(spark, events_path: str, segment_ids: Sequence[int] | None = None,
                       for run in runs}
         adds = [f.placed(data_change=False, modification_time=first_time.get(
             (f.int_partition(EVENTS_PARTITION), f.int_partition("base_offset")))) for f in added]
-        version = txn.commit(adds, EVENTS_PARTITIONS, txn.removals(inputs, data_change=False))
-        return CompactionResult(version, len(runs), len(inputs), len(added), sum(f.size for f in inputs))
+        version = txn.commit(adds + moved, EVENTS_PARTITIONS, txn.removals(inputs + misplaced, data_change=False))
+        return CompactionResult(version, len(runs), len(inputs), len(added), sum(f.size for f in inputs), len(misplaced))
 
     return _delta.retrying(attempt, f"compact {events_path}", retry)
 

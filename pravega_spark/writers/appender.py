@@ -347,6 +347,8 @@ class Appender:
         failpoint("append:before_commit")
         version = txn.commit(adds, EVENTS_PARTITIONS, extra)
         failpoint("append:after_commit")
+        if getattr(files_of, "owned", False):  # the names the files had before their place was known
+            self.backend.delete_files(txn.path, txn.unplaced_names)
         lengths = self._lengths_after(txn, version, lengths, written)
         grown = {sid: lengths[sid] - tails[sid] for sid in written if lengths[sid] != tails[sid]}
         return self._finish(segments, lengths, grown, version, txn.table_id, sum(f.num_records for f in files))
@@ -538,6 +540,8 @@ class _WriteOnce:
     """The files of one write, written on first use and reused by its retries (see
     ``Appender.files_of``); ``writes`` counts the Spark jobs that wrote them (the
     in-process path for a few events takes milliseconds and does not count)."""
+
+    owned = True  # no one else knows of its files: their names before the commit can go after it
 
     def __init__(self, appender: Appender, events) -> None:
         self._appender = appender

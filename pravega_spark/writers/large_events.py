@@ -408,6 +408,7 @@ class LargeEventWriter(io.RawIOBase):
         failpoint("large:before_commit")
         version = txn.commit(adds, EVENTS_PARTITIONS, [txn.set_app_version(self._app, STATE_COMMITTED)])
         failpoint("large:after_commit")
+        w.backend.delete_files(txn.path, txn.unplaced_names)  # the chunks' names before their place
         end = tail + HEADER_SIZE + self._size
         w.moved_to(tails, target, end)
         return WriteResult(1, HEADER_SIZE + self._size, version,

@@ -1,12 +1,18 @@
-# The two commands of the README. Both run the idempotent set-up first.
+# The two commands of the README. Both run the idempotent set-up first (scripts/setup.sh; each
+# step prints what it fetched or that it was present):
+#   demo   .venv with the extras the demo runs on (spark,quality), Delta's jars: nothing for S3 or Connect
+#   setup  (every other target) the same with every extra (spark,quality,plots,test)
+# The object-store tier fetches its own artefacts (`scripts/setup.sh s3`: Hadoop's S3A connector,
+# the AWS SDK bundle, S3Proxy) when it starts; the Connect tier needs nothing more.
 PY := .venv/bin/python
 
 .PHONY: setup demo pictures test test-fast test-unit test-cluster test-s3 test-connect lint bench soak
 
 setup:
-	@bash scripts/setup.sh
+	@bash scripts/setup.sh dev
 
-demo: setup
+demo:
+	@bash scripts/setup.sh demo
 	$(PY) jobs/demo_pipeline.py $(ARGS)
 
 # the README's pictures, drawn from the demo's store (run `make demo` first)
@@ -16,7 +22,7 @@ pictures: setup
 # the local suite (tests marked `cluster` or `s3` run in those tiers instead; the local multi-process
 # scenarios, marked `process`, and the kill points marked `soak` run in `make soak`), then the
 # cluster, Spark Connect and object-store tiers, each in its own pytest invocation
-# (scripts/test_tiers.sh; the tiers keep their own process scenarios)
+# (scripts/test_tiers.sh; the tiers keep their own process scenarios; the S3 tier fetches its artefacts)
 test: setup
 	$(PY) -m pytest -m "not cluster and not s3 and not soak and not process" $(PYTEST_ARGS)
 	bash scripts/test_tiers.sh all $(PYTEST_ARGS)

@@ -4,11 +4,13 @@
 #   cluster  tests marked `cluster` (and tests/cluster) on a local-cluster master: two executors in
 #            their own JVMs with their own Python workers, everything bound to 127.0.0.1
 #   s3       tests marked `s3` (and tests/s3) with stores on a local S3 server (S3Proxy on
-#            127.0.0.1, started here and stopped on exit); its settings reach every session, the
-#            tests' worker processes included, through spark-defaults.conf in SPARK_CONF_DIR
+#            127.0.0.1, fetched with the S3A connector by `scripts/setup.sh s3`, started here and
+#            stopped on exit); its settings reach every session, the tests' worker processes
+#            included, through spark-defaults.conf in SPARK_CONF_DIR
 #   connect  tests marked `connect` (and tests/connect) on a Spark Connect session: a local Connect
 #            server with Delta in its own JVM (scripts/connect_server.sh, started here and stopped on
-#            exit), SPARK_REMOTE set, and no JVM in the test process (tests/connect asserts it)
+#            exit), SPARK_REMOTE set, and no JVM in the test process (tests/connect asserts it);
+#            nothing to fetch beyond `make setup`'s: the server is pyspark's jar with Delta's jars
 # Usage: scripts/test_tiers.sh [cluster|s3|connect|all] [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +30,8 @@ run_cluster() {
 
 run_s3() {
   local dir start=$SECONDS
+  # this tier's own artefacts (the S3A connector, the AWS SDK bundle, S3Proxy): fetched here, once
+  bash scripts/setup.sh s3 || return 1
   dir="$(mktemp -d)"
   export LOCAL_S3_DIR="$dir/s3" SPARK_CONF_DIR="$dir/conf"
   trap "scripts/local_s3.sh stop; rm -rf '$dir'" EXIT  # also when a failure ends the script

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from pyspark.sql import functions as F
+
 from pravega_spark.store.schema import (
     CHUNK_TYPES,
     HEADER_SIZE,
@@ -29,6 +31,8 @@ def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
     - every segment with events is a known segment; a seal record exactly for sealed segments;
     - the stream is ACTIVE or SEALED (no half-finished workflow);
     - staged (transaction) rows exist only in the staging partitions of transactions not decided;
+    - every data file sits under the directory of its partition values in the log (engines that
+      read them from paths, Polars, agree with Delta);
     - and, stated independently of this code, ``validate_stream``'s suites all hold (the oracle).
     """
     info = manager.stream_info(scope, stream)
@@ -36,7 +40,9 @@ def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
     truncation = manager.truncation_record(scope, stream)
     head = info.head_stream_cut.positions
     segments = {r.segment_id: r for r in manager.segments(scope, stream).collect()}
-    rows = absolute_events(spark, f"{manager.root}/{scope}/{stream}/events").collect()
+    path = f"{manager.root}/{scope}/{stream}/events"
+    rows = absolute_events(spark, path).collect()
+    assert not files_outside_their_partition(spark, path)
     undecided = {staging_partition(parse_txn_id(t.txn_id))
                  for t in manager.transactions(scope, stream).collect() if t.status == "OPEN" or t.timed_out}
     events = defaultdict(list)
@@ -107,3 +113,12 @@ def check_key_order(event_rows) -> None:
     for key, rows in by_key.items():
         seq = [r.event.decode() for r in sorted(rows, key=lambda r: (r.segment_id, r.offset))]
         assert seq == sorted(seq), f"order broken for {key}"
+
+
+def files_outside_their_partition(spark, path: str) -> list:
+    """The data files of the Delta table at ``path`` whose directory does not name the partition
+    values (segment, base, end) that the log gives them."""
+    files = (spark.read.format("delta").load(path)
+             .select("segment_id", "base_offset", "end_offset", F.input_file_name().alias("file")).distinct())
+    wanted = F.format_string("/segment_id=%d/base_offset=%d/end_offset=%d/part-", "segment_id", "base_offset", "end_offset")
+    return files.where(~F.col("file").contains(wanted)).collect()

@@ -9,7 +9,7 @@ import os
 import shutil
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from urllib.parse import unquote, urlparse
 
 from delta.tables import DeltaTable
@@ -167,11 +167,14 @@ def delete_files(spark: SparkSession, table_path: str, paths: list[str]) -> int:
         deleted = 0
         for p in paths:
             relative = unquote(p)
+            full = relative if os.path.isabs(relative) else os.path.join(local, relative)
             try:
-                os.unlink(relative if os.path.isabs(relative) else os.path.join(local, relative))
+                os.unlink(full)
                 deleted += 1
             except FileNotFoundError:
                 pass
+            with suppress(FileNotFoundError):  # Hadoop's checksum beside a file it wrote
+                os.unlink(_checksum_of(full))
         return deleted
     jvm = spark.sparkContext._jvm
     base = hadoop_path(jvm, table_path)
@@ -207,10 +210,12 @@ def link_files(spark: SparkSession, table_path: str, pairs: Sequence[tuple[str, 
             try:
                 os.link(src, dst)
             except FileExistsError:
-                pass
+                continue
             except OSError:  # a mount without hard links: copy under a temporary name, then rename
                 shutil.copyfile(src, dst + ".copying")
                 os.replace(dst + ".copying", dst)
+            with suppress(FileExistsError, FileNotFoundError):  # Hadoop's checksum, if it wrote one
+                os.link(_checksum_of(src), _checksum_of(dst))
         return
     from .object_store import pyarrow_s3_options
 
@@ -232,6 +237,12 @@ def link_files(spark: SparkSession, table_path: str, pairs: Sequence[tuple[str, 
         fs = src.getFileSystem(conf)
         if not fs.exists(dst):
             jvm.org.apache.hadoop.fs.FileUtil.copy(fs, src, fs, dst, False, conf)
+
+
+def _checksum_of(path: str) -> str:
+    """Hadoop's local checksum file of ``path`` (``.<name>.crc`` beside it)."""
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}.crc")
 
 
 _WRITE_SLICE = 1 << 20

@@ -150,11 +150,14 @@ def test_chunks_are_written_once_and_committed_as_one_event(spark, root, manager
         assert not [r for r in events_rows(spark, root, "iot", "sensors") if r.record_type in (RECORD_CHUNK, RECORD_CHUNK_END)
                     and r.segment_id < 0]
         return
-    # written once: the commit adds the staged chunk files themselves, and the bytes on storage
-    # under the events table are about the payload's size (not twice it)
+    # written once: the commit adds the staged chunk files themselves, named under the directories
+    # of their places (a hard link; the staged names are gone), and the bytes on storage under the
+    # events table are about the payload's size (not twice it)
     with open(f"{root}/iot/sensors/events/_delta_log/{result.version:020d}.json") as f:
         adds = [json.loads(line)["add"] for line in f if '"add"' in line]
-    assert len(adds) == 3 and all(a["path"].startswith(f"transient={event.transient_id}/") for a in adds)
+    assert len(adds) == 3 and all(a["path"].startswith("segment_id={segment_id}/base_offset={base_offset}/end_offset="
+                                                       "{end_offset}/".format(**a["partitionValues"])) for a in adds)
+    assert not os.listdir(f"{root}/iot/sensors/events/transient={event.transient_id}")
     on_disk = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(f"{root}/iot/sensors/events")
                   for n in names if n.endswith(".parquet"))
     assert len(payload) <= on_disk < 1.05 * len(payload)

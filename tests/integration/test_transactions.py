@@ -113,11 +113,19 @@ def test_commit_is_atomic_contiguous_and_ordered_like_pravega(spark, root, manag
     assert result.event_count == 31 and (result.version is not None) == classic
     if classic:
         # metadata-only: the commit adds the files flushed before and the one buffered file, all
-        # written before it (no file written), removes nothing, and records the decision; the
-        # manifests go in a commit of their own
+        # written before it (no file written: each is named again under the directory of its
+        # place, a hard link), removes nothing, and records the decision; the manifests go in a
+        # commit of their own
         actions = _commit_actions(root, result.version)
         added = {a["add"]["path"] for a in actions if "add" in a}
-        assert set(staged) < added <= written and len(added) == len(staged) + 1
+
+        def names(paths):
+            return {p.rsplit("/", 1)[-1] for p in paths}
+
+        assert names(staged) < names(added) <= names(written) and len(added) == len(staged) + 1
+        assert all(a["add"]["path"].startswith("segment_id={segment_id}/base_offset={base_offset}/end_offset="
+                                               "{end_offset}/".format(**a["add"]["partitionValues"]))
+                   for a in actions if "add" in a)
         assert not any("remove" in a for a in actions) and any("txn" in a for a in actions)
         cleanup = _commit_actions(root, result.version + 1)
         assert [a["remove"]["dataChange"] for a in cleanup if "remove" in a] == [False]  # the one flush's manifest

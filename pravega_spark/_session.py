@@ -62,7 +62,7 @@ def local_delta_jars(m2_repository: str | os.PathLike[str] | None = None) -> lis
 
 # Hadoop's S3A connector for pyspark's Hadoop 3.4.2, with the AWS SDK bundle of that release (a
 # newer SDK breaks third-party stores): on the driver's and executors' class path when
-# ``make setup`` fetched them, so that ``s3a://`` roots work with no further setting. A class path
+# ``scripts/setup.sh s3`` fetched them, so that ``s3a://`` roots work with no further setting. A class path
 # entry costs nothing until a class is loaded, and executors read the jars in place (``spark.jars``
 # would copy the 640 MB bundle into every executor).
 S3A_JARS = (
@@ -71,7 +71,7 @@ S3A_JARS = (
     ("software.amazon.s3.analyticsaccelerator", "analyticsaccelerator-s3", "1.2.1"),
 )
 CLASS_PATH_CONF = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
-# The put-if-absent Delta log store for object stores (``java/``; built by ``make setup``)
+# The put-if-absent Delta log store for object stores (``java/``; its jar ships in the package)
 LOG_STORE_CLASS = "pravegaspark.delta.ConditionalPutLogStore"
 LOG_STORE_SCHEMES = ("s3a", "s3")
 
@@ -86,7 +86,7 @@ def s3a_jars(m2_repository: str | os.PathLike[str] | None = None) -> list[str] |
 
 def log_store_jar() -> str | None:
     """The jar of ``pravegaspark.delta.ConditionalPutLogStore`` (put-if-absent log commits on
-    object stores) when ``make setup`` built it, else None."""
+    object stores), shipped in the package (None in a checkout whose jar was removed)."""
     jar = Path(__file__).parent / "_delta" / "jars" / "pravega-spark-logstore.jar"
     return str(jar) if jar.is_file() else None
 

@@ -76,7 +76,7 @@ def check_commits_safe(spark: SparkSession, root: str) -> None:
     raise UnsafeLogStoreError(
         f"{root}: Delta's default S3 log store can lose a commit when two processes write the store at "
         f"once; start the session with spark.delta.logStore.{scheme}.impl={LOG_STORE_CLASS} (ps.spark_session() "
-        f"sets it when `make setup` built its jar), or another put-if-absent log store, or set "
+        f"sets it: its jar ships in the package), or another put-if-absent log store, or set "
         f"{SINGLE_WRITER_ENV}=1 if only one process ever writes this store")
 
 
@@ -118,7 +118,7 @@ def _cause(exc: BaseException) -> str:
              ("ConnectException", "cannot connect to the endpoint (check fs.s3a.endpoint)"),
              ("UnknownHostException", "unknown endpoint host (check fs.s3a.endpoint)"),
              ("ClassNotFoundException", "its file system's classes are not on the class path "
-                                        "(for s3a://, hadoop-aws and the AWS SDK bundle: `make setup`)"),
+                                        "(for s3a://, hadoop-aws and the AWS SDK bundle: `scripts/setup.sh s3`)"),
              ("UnsupportedFileSystemException", "no file system is configured for this scheme"))
     for marker, meaning in kinds:
         if marker in text:

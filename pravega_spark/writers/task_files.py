@@ -7,7 +7,8 @@ out from 0 in row order (Pravega's framing, ``8 + len`` bytes each), and appends
 Parquet file per segment it touched. It returns only each file's Delta add action (JSON): its
 placeholder partition values (``base_offset = UNPLACED - task``), size and statistics. No row goes
 back to the JVM, nothing is shuffled, and no file's contents depend on a segment's tail: the
-commit fixes each file's base (``routing.place_files``).
+commit fixes each file's base (``routing.place_files``) and names the file under the directory of
+its values (``_delta.DeltaTransaction.commit``: a hard link locally, a server-side copy on S3).
 
 Measured against the alternative that keeps the payloads in the JVM (a running-sum UDF over the
 narrow columns, then Delta's own file writer): 1.3x a raw Delta append against 0.56x

@@ -12,8 +12,12 @@ extension, so it is not here.
 from __future__ import annotations
 
 import os
+import re
+import textwrap
 from datetime import timedelta
+from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import pravega_spark._delta.transaction as delta_transaction
@@ -68,7 +72,6 @@ def _polars(path: str) -> tuple[set, set]:
 
 
 def _delta_rs(path: str) -> tuple[set, set]:
-    import pyarrow as pa
     from deltalake import DeltaTable, QueryBuilder
 
     table = DeltaTable(path)
@@ -100,6 +103,15 @@ def test_other_engines_read_the_offsets_that_read_events_reads(spark, root, mana
     assert _spark_sql(spark, path) == expected
     assert _delta_rs(path) == expected
     assert _polars(path) == expected
+    # the README's delta-rs and Polars example, as written (on this store)
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    example = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "QueryBuilder" in b)
+    namespace: dict = {}
+    exec(compile(textwrap.dedent(example).replace("/lake/pravega/iot/sensors/events", path), "README.md", "exec"),
+         namespace)  # noqa: S102
+    offsets = {(s, o) for s, o, _ in expected[0]}
+    assert {(r["segment_id"], r["offset"]) for r in pa.table(namespace["table"]).to_pylist()} == offsets
+    assert {(s, o) for s, o, *_ in namespace["df"].iter_rows()} == offsets
 
 
 @pytest.mark.slow

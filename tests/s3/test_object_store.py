@@ -99,19 +99,27 @@ def test_a_wrong_endpoint_wrong_keys_or_a_missing_bucket_fail_at_the_manager_wit
 
 @pytest.mark.slow
 def test_demo_pipeline_on_a_local_cluster_with_its_root_on_s3(tmp_path, root):
-    """The demo job with the S3 server's settings and a ``local-cluster`` master, all from one
-    ``spark-defaults.conf``: executors in other JVMs write the root on S3 (their tasks through
-    pyarrow's S3 file system), and the job ends ``RESULT: OK``."""
+    """The demo job with the S3 server's settings, a ``local-cluster`` master and the executors'
+    Python path, all from one ``spark-defaults.conf`` (the cluster tier's case too: the job takes
+    its master from there alone): executors in other JVMs, whose Python cannot import the
+    installed package (``tests/cluster/no_pravega_spark/sitecustomize.py`` hides it), get it
+    shipped by ``StreamManager``, write the root on S3 (their tasks through pyarrow's S3 file
+    system), and the job ends ``RESULT: OK`` with no traceback."""
     conf_dir = tmp_path / "conf"
     conf_dir.mkdir()
     given = (Path(os.environ["SPARK_CONF_DIR"]) / "spark-defaults.conf").read_text()
-    (conf_dir / "spark-defaults.conf").write_text(given + "spark.master local-cluster[2,1,1024]\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRAVEGA_SPARK_TEST_", "PYSPARK_"))}
+    (conf_dir / "spark-defaults.conf").write_text(
+        given + "spark.master local-cluster[2,1,1024]\n"
+        f"spark.executorEnv.PYTHONPATH {REPO / 'tests' / 'cluster' / 'no_pravega_spark'}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRAVEGA_SPARK_", "PYSPARK_"))}
     done = subprocess.run([sys.executable, str(REPO / "jobs" / "demo_pipeline.py"), "--root", root], cwd=tmp_path,
                           env=dict(env, SPARK_CONF_DIR=str(conf_dir)), capture_output=True, text=True, timeout=900)
+    out = done.stdout + done.stderr
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     assert "RESULT: OK" in done.stdout
-    assert f"store {root} (master=local-cluster[2,1,1024])" in done.stderr + done.stdout
+    assert "Traceback" not in out, out[-5000:]  # a healthy run prints no traceback
+    assert f"store {root} (master=local-cluster[2,1,1024])" in out
+    assert "2 of 2 executor slots could not import the package; shipped it with addPyFile" in out
 
 
 def _log_store(spark):

@@ -23,10 +23,12 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import timezone
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from .. import _delta
 from ..controller.client import Controller
 from ..errors import InvalidConfigError, NoSuchEventError, TruncatedDataError
 from ..store.schema import (
@@ -250,3 +252,87 @@ class LargeEventReader(io.RawIOBase):
         memoryview(buffer).cast("B")[:n] = self._current[:n]
         self._current = self._current[n:]
         return n
+
+
+# ---- large events inside a streaming micro-batch (``streaming.read_stream``) ---------------------
+def assemble_chunks(events: DataFrame) -> DataFrame:
+    """Each large event as one row, in the micro-batch holding its first chunk.
+
+    The chunk rows (only those: Parquet statistics skip the other files' row groups) are
+    gathered into one task without a shuffle (``coalesce(1)``: a shuffle would make Spark read
+    the batch before a ``foreachBatch`` function runs, so the function could not report a read
+    error as its own) and each event's chunks are joined in Python (``mapInArrow``). That task
+    holds the batch's large events in memory: bound it with ``max_bytes_per_trigger``. A rate
+    limit can end a batch inside a large event's commit: the batch with the first chunk then
+    reads the others from their files (committed with it, in the event's own directory), and
+    chunks without their first one are dropped (already delivered).
+    """
+    is_chunk = F.col("record_type").isin(*CHUNK_TYPES)
+    chunks = events.where(is_chunk).withColumn("__file", F.input_file_name())  # the scan's file: same stage
+    assembled = chunks.coalesce(1).mapInArrow(_assemble_batches, chunks.schema).drop("__file")
+    return events.where(~is_chunk).unionByName(assembled)
+
+
+def _assemble_batches(batches: Iterator) -> Iterator:
+    import pyarrow as pa
+
+    rows: dict[tuple[int, int], list[dict]] = {}
+    schema = None
+    for batch in batches:
+        schema = batch.schema
+        for row in batch.to_pylist():
+            rows.setdefault((row["segment_id"], row["event_offset"]), []).append(row)
+    out = [e for e in (_assemble_event(chunks) for _, chunks in sorted(rows.items())) if e is not None]
+    if out and schema is not None:
+        yield pa.RecordBatch.from_pylist(out, schema=schema)
+
+
+def _assemble_event(chunks: list[dict]) -> dict | None:
+    """One event's row from its chunk rows (sorted here), or None if its first chunk is not
+    among them. Missing later chunks are read from the first chunk's directory."""
+    chunks = sorted(chunks, key=lambda r: r["offset"])
+    first = chunks[0]
+    if first["offset"] != first["event_offset"]:
+        return None  # the first chunk was in an earlier batch, which delivered the event
+    if not _complete(chunks, first["event_offset"]):
+        chunks = _chunks_from_files(first)
+    event = dict(first)
+    event["event"] = b"".join(c["event"] for c in chunks)
+    event["offset"] = first["event_offset"]
+    event["next_offset"] = chunks[-1]["next_offset"]
+    event["record_type"] = RECORD_EVENT
+    return event
+
+
+def _complete(chunks: list[dict], event_offset: int) -> bool:
+    return is_complete([(c["offset"], c["next_offset"], c["record_type"]) for c in chunks], event_offset)
+
+
+def _instant(t):
+    """A timestamp as an aware datetime (Arrow hands them over with or without a zone)."""
+    return t.replace(tzinfo=timezone.utc) if t is not None and t.tzinfo is None else t
+
+
+def _chunks_from_files(first: dict) -> list[dict]:
+    """All chunks of ``first``'s event, from the files in its directory: the event's place
+    ``segment_id=S/base_offset=B/end_offset=E/`` (or, for an event committed before #47, its
+    staging directory). Each chunk row knows its place in the event (``rel_offset -
+    rel_event_offset``: the files share a base). Rows of another event's uncommitted attempt at
+    the same place (a lost race for the same tail) are told apart by writer and start time."""
+    beside = _delta.parquet_rows_beside(first["__file"])
+    if beside is None:
+        raise TruncatedDataError(f"a large event at segment {first['segment_id']} offset {first['event_offset']} "
+                                 "was split by the rate limit and its chunks are on a store Python tasks cannot "
+                                 "open: raise max_bytes_per_trigger above the largest event")
+    found = {}
+    same = (first["writer_id"], _instant(first["write_time"]))
+    for r in (r for r in beside if (r["writer_id"], _instant(r["write_time"])) == same):
+        start, end = r["rel_offset"] - r["rel_event_offset"], r["rel_next_offset"] - r["rel_event_offset"]
+        found[start] = dict(first, offset=first["event_offset"] + start, next_offset=first["event_offset"] + end,
+                            record_type=r["record_type"], event=r["event"])
+    chunks = [found[k] for k in sorted(found)]
+    if not _complete(chunks, first["event_offset"]):
+        raise TruncatedDataError(f"the chunks of the large event at segment {first['segment_id']} offset "
+                                 f"{first['event_offset']} are gone (vacuumed?): restart the query from a new "
+                                 "checkpoint at manager.stream_info(...).head_stream_cut")
+    return chunks

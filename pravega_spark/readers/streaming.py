@@ -11,9 +11,9 @@ needs on top, as DataFrame transformations:
   drops events a truncation removed after the query planned them (a query whose next data was
   truncated resumes at the head, as Pravega's reader does after ``TruncatedDataException``); the
   rows dropped are counted in an observed metric and logged as a warning by ``StreamListener``.
-- ``assemble_chunks``: a large event's chunks become one event inside the micro-batch holding
-  its first chunk (a stateless shuffle of the chunk rows only); chunks that a rate limit left for
-  the next batch are read from their files (they were committed together).
+- ``large_event_reader.assemble_chunks``: a large event's chunks become one event inside the
+  micro-batch holding its first chunk (one task, no shuffle); chunks that a rate limit left for
+  the next batch are read from their files (committed together, in the event's directory).
 
 Commit rules that keep Delta's source correct (tested): every commit that adds events is a pure
 append (appends, transaction and large-event commits); compaction and manifest removals are
@@ -49,7 +49,6 @@ from ..errors import (
     InvalidConfigError,
     SkippedEventsError,
     StreamCutBehindError,
-    TruncatedDataError,
     UnsupportedOperationError,
 )
 from ..store import events_log, segment_ranges
@@ -59,7 +58,7 @@ from ..stream.record import StreamRecord
 from ..stream.segments import SegmentRecord, successors_with_predecessors
 from ..stream.stream_cut import StreamCut
 from ..stream.truncation import TruncationRecord
-from .large_event_reader import is_complete
+from .large_event_reader import assemble_chunks
 from .reader_group import ReaderGroup, open_reader_group
 from .reader_group_config import StreamDataRetention
 
@@ -179,82 +178,6 @@ def above_head(events: DataFrame, *, head, name: str) -> DataFrame:
     marked = events.select("*", (F.col("offset") < F.coalesce(F.element_at(head, F.col("segment_id")), F.lit(0))).alias("__below"))
     observed = marked.observe(name, F.count(F.lit(1)).alias("rows"), F.sum(F.col("__below").cast("long")).alias("truncated_rows"))
     return observed.where(~F.col("__below"))
-
-
-# ---- large events inside a micro-batch ---------------------------------------------------------
-def assemble_chunks(events: DataFrame) -> DataFrame:
-    """Each large event as one row, in the micro-batch holding its first chunk.
-
-    The chunk rows (only those: Parquet statistics skip the other files' row groups) are
-    gathered into one task without a shuffle (``coalesce(1)``: a shuffle would make Spark read
-    the batch before a ``foreachBatch`` function runs, so the function could not report a read
-    error as its own) and each event's chunks are joined in Python (``mapInArrow``). That task
-    holds the batch's large events in memory: bound it with ``max_bytes_per_trigger``. A rate
-    limit can end a batch inside a large event's commit: the batch with the first chunk then
-    reads the others from their files (committed with it, in the event's own directory), and
-    chunks without their first one are dropped (already delivered).
-    """
-    is_chunk = F.col("record_type").isin(*CHUNK_TYPES)
-    chunks = events.where(is_chunk).withColumn("__file", F.input_file_name())  # the scan's file: same stage
-    assembled = chunks.coalesce(1).mapInArrow(_assemble_batches, chunks.schema).drop("__file")
-    return events.where(~is_chunk).unionByName(assembled)
-
-
-def _assemble_batches(batches: Iterator) -> Iterator:
-    import pyarrow as pa
-
-    rows: dict[tuple[int, int], list[dict]] = {}
-    schema = None
-    for batch in batches:
-        schema = batch.schema
-        for row in batch.to_pylist():
-            rows.setdefault((row["segment_id"], row["event_offset"]), []).append(row)
-    out = [e for e in (_assemble_event(chunks) for _, chunks in sorted(rows.items())) if e is not None]
-    if out and schema is not None:
-        yield pa.RecordBatch.from_pylist(out, schema=schema)
-
-
-def _assemble_event(chunks: list[dict]) -> dict | None:
-    """One event's row from its chunk rows (sorted here), or None if its first chunk is not
-    among them. Missing later chunks are read from the first chunk's directory."""
-    chunks = sorted(chunks, key=lambda r: r["offset"])
-    first = chunks[0]
-    if first["offset"] != first["event_offset"]:
-        return None  # the first chunk was in an earlier batch, which delivered the event
-    if not _complete(chunks, first["event_offset"]):
-        chunks = _chunks_from_files(first)
-    event = dict(first)
-    event["event"] = b"".join(c["event"] for c in chunks)
-    event["offset"] = first["event_offset"]
-    event["next_offset"] = chunks[-1]["next_offset"]
-    event["record_type"] = RECORD_EVENT
-    return event
-
-
-def _complete(chunks: list[dict], event_offset: int) -> bool:
-    return is_complete([(c["offset"], c["next_offset"], c["record_type"]) for c in chunks], event_offset)
-
-
-def _chunks_from_files(first: dict) -> list[dict]:
-    """All chunks of ``first``'s event, from the files in its directory (each chunk file knows
-    its place in the event: ``-rel_event_offset``)."""
-    rows = _delta.parquet_rows_beside(first["__file"])
-    if rows is None:
-        raise TruncatedDataError(f"a large event at segment {first['segment_id']} offset {first['event_offset']} "
-                                 "was split by the rate limit and its chunks are on a store Python tasks cannot "
-                                 "open: raise max_bytes_per_trigger above the largest event")
-    found = {}
-    for r in rows:
-        start = -r["rel_event_offset"]
-        found[start] = dict(first, offset=first["event_offset"] + start,
-                            next_offset=first["event_offset"] + start + r["rel_next_offset"] - r["rel_offset"],
-                            record_type=r["record_type"], event=r["event"])
-    chunks = [found[k] for k in sorted(found)]
-    if not _complete(chunks, first["event_offset"]):
-        raise TruncatedDataError(f"the chunks of the large event at segment {first['segment_id']} offset "
-                                 f"{first['event_offset']} are gone (vacuumed?): restart the query from a new "
-                                 "checkpoint at manager.stream_info(...).head_stream_cut")
-    return chunks
 
 
 # ---- the gap check (``events_log.skipped_events``) -------------------------------------------

@@ -99,12 +99,15 @@ def chunk_framing(event_offset: int, position: int, length: int) -> tuple[int, i
 def chunk_row(position: int, chunk: bytes, last: bool, routing_key: str | None, writer_id: str,
               write_time: datetime) -> tuple:
     """The events-table row (``EVENTS_SCHEMA`` order) of one staged chunk, before its commit
-    places it: its offsets relative to the chunk's own base, where ``chunk_framing`` will put it
-    (the first chunk carries the event's header; ``rel_event_offset`` points back to the event's
-    start)."""
+    places it: its offsets relative to the event's start, where ``chunk_framing`` puts it (the
+    first chunk carries the event's header). Every chunk file of an event gets the event's
+    ``[start, end)`` as its ``base_offset``/``end_offset`` at commit, so they share one partition
+    directory (a reader of one chunk finds the others beside it) and ``rel_event_offset`` is 0.
+    (Events committed before #47 have each chunk at its own base, ``rel_offset`` 0 and
+    ``rel_event_offset`` pointing back to the event's start: the same absolute offsets.)"""
     start, end = chunk_framing(0, position, len(chunk))
-    return (UNPLACED, UNPLACED, UNPLACED, 0, end - start, RECORD_CHUNK_END if last else RECORD_CHUNK,
-            routing_key, chunk, writer_id, write_time, -start)
+    return (UNPLACED, UNPLACED, UNPLACED, start, end, RECORD_CHUNK_END if last else RECORD_CHUNK,
+            routing_key, chunk, writer_id, write_time, 0)
 
 
 def transient_app_id(transient_id: str) -> str:
@@ -349,11 +352,13 @@ class LargeEventWriter(io.RawIOBase):
         target = _segment_for(segments, self.key_position).segment_id
         tail = tails[target]
         txn.expect_tails(EVENTS_PARTITION, {target: tail})  # the fence: the target segment only
+        # every chunk row in the event's place ``[tail, end)``, its offsets relative to the event's
+        # start (as ``chunk_row`` lays out the classic backend's chunk files)
         position = F.col("base_offset")
-        start = F.when(position == 0, F.lit(tail)).otherwise(F.lit(tail + HEADER_SIZE) + position)
-        end = F.lit(tail + HEADER_SIZE) + position + F.length("event")
-        values = {EVENTS_PARTITION: F.lit(target), "base_offset": start, "end_offset": end, "rel_offset": F.lit(0),
-                  "rel_next_offset": end - start, "rel_event_offset": F.lit(tail) - start}
+        start = F.when(position == 0, F.lit(0)).otherwise(F.lit(HEADER_SIZE) + position)
+        values = {EVENTS_PARTITION: F.lit(target), "base_offset": F.lit(tail),
+                  "end_offset": F.lit(tail + HEADER_SIZE + self._size), "rel_offset": start,
+                  "rel_next_offset": F.lit(HEADER_SIZE) + position + F.length("event"), "rel_event_offset": F.lit(0)}
         source = (_delta.backend_for(self._session).read(self._store.events_path(w.scope, w.stream))
                   .where(F.col(EVENTS_PARTITION) == transient_partition(self.transient_id))
                   .select(*[values.get(f.name, F.col(f.name)).cast(f.dataType).alias(f.name)
@@ -399,17 +404,18 @@ class LargeEventWriter(io.RawIOBase):
             raise LargeEventFailedError(f"{self!r}: its staged chunks are gone (found {len(found)} of "
                                         f"{len(self._staged)}); it was aborted")
         adds = []
+        end = tail + HEADER_SIZE + self._size
         places = [chunk_framing(tail, position, self._chunks[position][0]) for position in self._staged]
         times = _delta.commit_times([(target, start) for start, _ in places])
-        for position, (start, end), t in zip(self._staged, places, times, strict=True):
-            # metadata only: each chunk file gets its place in the segment, in offset order
+        for position, t in zip(self._staged, times, strict=True):
+            # metadata only: every chunk file gets the event's place in the segment (its rows are
+            # relative to the event's start), with times in offset order
             adds.append(_delta.FileEntry.from_json(self._chunks[position][1]).placed(
-                {EVENTS_PARTITION: target, "base_offset": start, "end_offset": end}, modification_time=t))
+                {EVENTS_PARTITION: target, "base_offset": tail, "end_offset": end}, modification_time=t))
         failpoint("large:before_commit")
         version = txn.commit(adds, EVENTS_PARTITIONS, [txn.set_app_version(self._app, STATE_COMMITTED)])
         failpoint("large:after_commit")
         w.backend.delete_files(txn.path, txn.unplaced_names)  # the chunks' names before their place
-        end = tail + HEADER_SIZE + self._size
         w.moved_to(tails, target, end)
         return WriteResult(1, HEADER_SIZE + self._size, version,
                            StreamCut(w.scoped_name, {**tails, target: end}), {target: HEADER_SIZE + self._size})

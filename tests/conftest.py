@@ -103,15 +103,29 @@ def stream2_template(spark, tmp_path_factory) -> str:
     return root
 
 
+def backends_here(marked_connect: bool) -> list[str]:
+    """The backends a ``both_backends`` test runs on in this tier. Within ``make test`` the body
+    runs on both, once each: the Connect tier runs ``sql`` (a Connect session has no other), so
+    the local suite runs a test that the Connect tier also runs (marked ``connect``) on
+    ``classic`` only, and the other ones on both; the cluster tier (executors in other JVMs: the
+    tasks that write files are the classic backend's) runs ``classic``; the S3 tier runs both."""
+    if CONNECT:
+        return ["sql"]
+    if TEST_MASTER.startswith("local-cluster") or (marked_connect and not TEST_ROOT):
+        return ["classic"]
+    return ["classic", "sql"]
+
+
 def pytest_generate_tests(metafunc):
-    """A test marked ``both_backends`` runs once per Delta backend (only ``sql`` in the Connect
-    tier: a Connect session has no other); ``both_backends(slow=("sql",))`` marks the ``sql`` run
-    ``slow`` (10 s or more: ``make test-fast`` leaves it to ``make test``)."""
+    """A test marked ``both_backends`` runs once per Delta backend of its tier
+    (``backends_here``); ``both_backends(slow=("sql",))`` marks the ``sql`` run ``slow`` (10 s
+    or more: ``make test-fast`` leaves it to ``make test``)."""
     mark = metafunc.definition.get_closest_marker("both_backends")
     if mark:
         slow = mark.kwargs.get("slow", ())  # the backends on which the body takes 10 s or more
+        marked_connect = metafunc.definition.get_closest_marker("connect") is not None
         params = [pytest.param(kind, marks=[pytest.mark.slow] if kind in slow else [])
-                  for kind in (["sql"] if CONNECT else ["classic", "sql"])]
+                  for kind in backends_here(marked_connect)]
         metafunc.parametrize("delta_backend", params, indirect=True)
 
 

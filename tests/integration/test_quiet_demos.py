@@ -20,7 +20,8 @@ NOISE = re.compile(r"Traceback \(most recent call last\)|BrokenPipeError|^\S+ \S
 @pytest.mark.slow
 def test_the_autoscale_demo_prints_no_traceback_and_no_spark_warning(tmp_path):
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("PRAVEGA_SPARK_", "SPARK_"))}
-    done = subprocess.run([sys.executable, str(REPO / "jobs" / "autoscale_demo.py"), "--root", str(tmp_path / "s")],
+    done = subprocess.run([sys.executable, str(REPO / "jobs" / "autoscale_demo.py"), "--root", str(tmp_path / "s"),
+                           "--minutes", "36"],  # the split at minute 10, the merge by minute 34
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-5000:]

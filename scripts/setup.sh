@@ -80,9 +80,14 @@ else
   touch "$stamp"
 fi
 
-if [ ! -f "$DELTA_JAR" ]; then
-  echo "[setup] fetching $DELTA_COORD (with its dependencies) into $M2_REPO"
-  mvn -B -q dependency:get -Dartifact="$DELTA_COORD" -Dtransitive=true -Dmaven.repo.local="$M2_REPO"
+# Delta's two jars, nothing else: the session puts only them on its class path (the rest of
+# Delta's dependency tree, ~700 MB with Spark's, is pyspark's own; fetching it took 3 minutes)
+DELTA_STORAGE_JAR="$M2_REPO/io/delta/delta-storage/4.4.0/delta-storage-4.4.0.jar"
+if [ ! -f "$DELTA_JAR" ] || [ ! -f "$DELTA_STORAGE_JAR" ]; then
+  for coord in "$DELTA_COORD" io.delta:delta-storage:4.4.0; do
+    echo "[setup] fetching $coord into $M2_REPO"
+    mvn -B -q -Dstyle.color=never dependency:get -Dartifact="$coord" -Dtransitive=false -Dmaven.repo.local="$M2_REPO"
+  done
 else
   echo "[setup] Delta jars present in $M2_REPO"
 fi

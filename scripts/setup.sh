@@ -72,22 +72,27 @@ if [ -f "$full_stamp" ] || [ -f "$stamp" ]; then
   echo "[setup] python packages up to date (extras $EXTRAS)"
 else
   echo "[setup] installing pravega-spark with extras $EXTRAS"
+  started=$SECONDS
   # pip, and `wheel` for setuptools 65 (a venv's own): the build requirements of pyproject.toml, so that
-  # `pip wheel . --no-deps --no-build-isolation` builds the wheel from the venv (tests/test_wheel.py)
-  "$VENV/bin/python" -m pip install -q --upgrade pip wheel
-  "$VENV/bin/python" -m pip install -q -e ".[$EXTRAS]"
+  # `pip wheel . --no-deps --no-build-isolation` builds the wheel from the venv (tests/test_wheel.py).
+  # --no-compile: Python compiles a module when it is first imported, not the thousands never used
+  "$VENV/bin/python" -m pip install -q --no-compile --upgrade pip wheel
+  "$VENV/bin/python" -m pip install -q --no-compile -e ".[$EXTRAS]"
   rm -f "$VENV"/.installed-*
   touch "$stamp"
+  echo "[setup] installed the python packages in $((SECONDS - started)) s"
 fi
 
 # Delta's two jars, nothing else: the session puts only them on its class path (the rest of
 # Delta's dependency tree, ~700 MB with Spark's, is pyspark's own; fetching it took 3 minutes)
 DELTA_STORAGE_JAR="$M2_REPO/io/delta/delta-storage/4.4.0/delta-storage-4.4.0.jar"
 if [ ! -f "$DELTA_JAR" ] || [ ! -f "$DELTA_STORAGE_JAR" ]; then
+  started=$SECONDS
   for coord in "$DELTA_COORD" io.delta:delta-storage:4.4.0; do
     echo "[setup] fetching $coord into $M2_REPO"
     mvn -B -q -Dstyle.color=never dependency:get -Dartifact="$coord" -Dtransitive=false -Dmaven.repo.local="$M2_REPO"
   done
+  echo "[setup] fetched Delta's jars in $((SECONDS - started)) s"
 else
   echo "[setup] Delta jars present in $M2_REPO"
 fi

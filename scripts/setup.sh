@@ -62,6 +62,26 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 
+# Delta's two jars, nothing else: the session puts only them on its class path (the rest of
+# Delta's dependency tree, ~700 MB with Spark's, is pyspark's own; fetching it took 3 minutes).
+# Fetched while pip installs (Maven's own start-up is most of it): set-up waits for both.
+DELTA_STORAGE_JAR="$M2_REPO/io/delta/delta-storage/4.4.0/delta-storage-4.4.0.jar"
+fetch_delta() {
+  if [ -f "$DELTA_JAR" ] && [ -f "$DELTA_STORAGE_JAR" ]; then
+    echo "[setup] Delta jars present in $M2_REPO"
+    return
+  fi
+  local started=$SECONDS coord
+  for coord in "$DELTA_COORD" io.delta:delta-storage:4.4.0; do
+    echo "[setup] fetching $coord into $M2_REPO"
+    mvn -B -q -Dstyle.color=never dependency:get -Dartifact="$coord" -Dtransitive=false \
+      -Dmaven.repo.local="$M2_REPO" </dev/null
+  done
+  echo "[setup] fetched Delta's jars in $((SECONDS - started)) s"
+}
+fetch_delta &
+delta_fetch=$!
+
 # One stamp per package set: .installed-<hash> for every extra, .installed-<hash>-demo for the
 # demo's; the demo's set is a part of the whole, so either stamp will do for it.
 hash="$(cat setup.cfg pyproject.toml | sha1sum | cut -c1-12)"
@@ -82,20 +102,7 @@ else
   touch "$stamp"
   echo "[setup] installed the python packages in $((SECONDS - started)) s"
 fi
-
-# Delta's two jars, nothing else: the session puts only them on its class path (the rest of
-# Delta's dependency tree, ~700 MB with Spark's, is pyspark's own; fetching it took 3 minutes)
-DELTA_STORAGE_JAR="$M2_REPO/io/delta/delta-storage/4.4.0/delta-storage-4.4.0.jar"
-if [ ! -f "$DELTA_JAR" ] || [ ! -f "$DELTA_STORAGE_JAR" ]; then
-  started=$SECONDS
-  for coord in "$DELTA_COORD" io.delta:delta-storage:4.4.0; do
-    echo "[setup] fetching $coord into $M2_REPO"
-    mvn -B -q -Dstyle.color=never dependency:get -Dartifact="$coord" -Dtransitive=false -Dmaven.repo.local="$M2_REPO"
-  done
-  echo "[setup] fetched Delta's jars in $((SECONDS - started)) s"
-else
-  echo "[setup] Delta jars present in $M2_REPO"
-fi
+wait "$delta_fetch"  # fails set-up if Maven did
 
 # The put-if-absent Delta log store for object stores (java/): shipped built, in git and in the
 # wheel (pravega_spark._session adds it to spark.jars). It is compiled again, against pyspark's

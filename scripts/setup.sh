@@ -95,9 +95,10 @@ else
   started=$SECONDS
   # pip, and `wheel` for setuptools 65 (a venv's own): the build requirements of pyproject.toml, so that
   # `pip wheel . --no-deps --no-build-isolation` builds the wheel from the venv (tests/test_wheel.py).
-  # --no-compile: Python compiles a module when it is first imported, not the thousands never used
-  "$VENV/bin/python" -m pip install -q --no-compile --upgrade pip wheel
-  "$VENV/bin/python" -m pip install -q --no-compile -e ".[$EXTRAS]"
+  # (Byte-compiling here costs what the first run would pay instead: measured, --no-compile moved
+  # about 10 s from set-up into the demo.)
+  "$VENV/bin/python" -m pip install -q --upgrade pip wheel
+  "$VENV/bin/python" -m pip install -q -e ".[$EXTRAS]"
   rm -f "$VENV"/.installed-*
   touch "$stamp"
   echo "[setup] installed the python packages in $((SECONDS - started)) s"

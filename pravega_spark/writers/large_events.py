@@ -352,13 +352,13 @@ class LargeEventWriter(io.RawIOBase):
         target = _segment_for(segments, self.key_position).segment_id
         tail = tails[target]
         txn.expect_tails(EVENTS_PARTITION, {target: tail})  # the fence: the target segment only
-        # every chunk row in the event's place ``[tail, end)``, its offsets relative to the event's
-        # start (as ``chunk_row`` lays out the classic backend's chunk files)
+        # each chunk row at its own place (its own partition, so Delta's writer keeps each chunk
+        # in a file of its own: one file of a whole large event ran a 1 GiB server out of heap)
         position = F.col("base_offset")
-        start = F.when(position == 0, F.lit(0)).otherwise(F.lit(HEADER_SIZE) + position)
-        values = {EVENTS_PARTITION: F.lit(target), "base_offset": F.lit(tail),
-                  "end_offset": F.lit(tail + HEADER_SIZE + self._size), "rel_offset": start,
-                  "rel_next_offset": F.lit(HEADER_SIZE) + position + F.length("event"), "rel_event_offset": F.lit(0)}
+        start = F.when(position == 0, F.lit(tail)).otherwise(F.lit(tail + HEADER_SIZE) + position)
+        end = F.lit(tail + HEADER_SIZE) + position + F.length("event")
+        values = {EVENTS_PARTITION: F.lit(target), "base_offset": start, "end_offset": end, "rel_offset": F.lit(0),
+                  "rel_next_offset": end - start, "rel_event_offset": F.lit(tail) - start}
         source = (_delta.backend_for(self._session).read(self._store.events_path(w.scope, w.stream))
                   .where(F.col(EVENTS_PARTITION) == transient_partition(self.transient_id))
                   .select(*[values.get(f.name, F.col(f.name)).cast(f.dataType).alias(f.name)

@@ -45,6 +45,15 @@ def source(spark, events: int, size: int, start: int = 0):
         F.concat(F.col("id").cast("string"), F.lit(":"), F.expr(f"repeat('x', {size - 12})")).cast("binary").alias("event"))
 
 
+def settings_conf(path: str | None) -> dict[str, str]:
+    """The ``spark.*`` settings among the ``KEY=value`` lines of ``path`` (``scripts/local_s3.sh
+    start``'s output), for the session of a bench on an object store; empty without a path."""
+    if not path:
+        return {}
+    pairs = (line.partition("=") for line in Path(path).read_text().splitlines())
+    return {key: value for key, _, value in pairs if key.startswith("spark.")}
+
+
 def timed(fn) -> float:
     """Seconds ``fn()`` takes."""
     start = time.perf_counter()

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark.sql import functions as F
 
 import pravega_spark as ps
-from bench._common import COST, Seconds, alternate, connect_server, source, timed
+from bench._common import COST, Seconds, alternate, connect_server, settings_conf, source, timed
 from pravega_spark.store.clock import utc_now
 from pravega_spark.store.schema import EVENTS_SCHEMA
 from pravega_spark.store.segment_ranges import filter_segment_ranges, segment_ranges
@@ -219,12 +219,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.connect:
         return run_connect(a)
-    conf = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4"}
-    if a.settings:
-        for line in Path(a.settings).read_text().splitlines():
-            key, _, value = line.partition("=")
-            if key.startswith("spark."):
-                conf[key] = value
+    conf = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4", **settings_conf(a.settings)}
     local = "://" not in a.root or a.root.startswith("file:")
     if local:
         shutil.rmtree(a.root, ignore_errors=True)

@@ -17,10 +17,9 @@ from __future__ import annotations
 import argparse
 import shutil
 import uuid
-from pathlib import Path
 
 import _common
-from _common import alternate, source
+from _common import alternate, settings_conf, source
 
 import pravega_spark as ps
 import pravega_spark._delta.transaction as delta_transaction
@@ -34,12 +33,7 @@ def main(argv=None) -> int:
     p.add_argument("--root", default="/tmp/pravega-bench-named")
     p.add_argument("--settings", help="KEY=value lines (scripts/local_s3.sh start): the spark.* ones configure the session")
     a = p.parse_args(argv)
-    conf = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"}
-    if a.settings:
-        for line in Path(a.settings).read_text().splitlines():
-            key, _, value = line.partition("=")
-            if key.startswith("spark."):
-                conf[key] = value
+    conf = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false", **settings_conf(a.settings)}
     if "://" not in a.root or a.root.startswith("file:"):
         shutil.rmtree(a.root, ignore_errors=True)
     else:  # an object store: a fresh folder per run

@@ -97,8 +97,11 @@ else
   # `pip wheel . --no-deps --no-build-isolation` builds the wheel from the venv (tests/test_wheel.py).
   # (Byte-compiling here costs what the first run would pay instead: measured, --no-compile moved
   # about 10 s from set-up into the demo.)
-  "$VENV/bin/python" -m pip install -q --upgrade pip wheel
-  "$VENV/bin/python" -m pip install -q -e ".[$EXTRAS]"
+  # uv resolves, downloads (in parallel) and installs the same packages as pip in about half the
+  # time (measured with an empty HOME: 26 s against 48 s for the demo's extras); pip stays in the
+  # venv for users and for tests/test_wheel.py.
+  "$VENV/bin/python" -m pip install -q --upgrade pip wheel uv
+  "$VENV/bin/uv" pip install -q --compile-bytecode --python "$VENV/bin/python" -e ".[$EXTRAS]"
   rm -f "$VENV"/.installed-*
   touch "$stamp"
   echo "[setup] installed the python packages in $((SECONDS - started)) s"

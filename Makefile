@@ -6,7 +6,7 @@
 # the AWS SDK bundle, S3Proxy) when it starts; the Connect tier needs nothing more.
 PY := .venv/bin/python
 
-.PHONY: setup demo pictures test test-fast test-unit test-cluster test-s3 test-connect lint bench soak
+.PHONY: setup demo pictures test test-fast test-unit test-cluster test-s3 test-connect lint bench soak soak-long
 
 setup:
 	@bash scripts/setup.sh dev
@@ -43,6 +43,11 @@ test-connect: setup
 # per scenario (not part of `make test`); SOAK_TIERS picks tiers (local cluster connect s3)
 soak: setup
 	SOAK=$(or $(SOAK),3) bash scripts/soak.sh "$(or $(SOAK_TIERS),all)" $(PYTEST_ARGS)
+
+# the feature scenarios ROUNDS times (default 3) on one long-lived classic session, then on one
+# 1 GiB Spark Connect server, with the live heap after each round and a verdict (not in `make test`)
+soak-long: setup
+	ROUNDS=$(or $(ROUNDS),3) bash scripts/soak_long.sh "$(or $(SOAK_LONG),all)" $(PYTEST_ARGS)
 
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from . import log, object_store, session, sql, storage
+from . import jvm, log, object_store, session, sql, storage
 from .files import CommitMetrics, PartitionSummary, TableState
 from .retry import RetryPolicy
 from .rows import RowsChange, replace_rows
@@ -214,10 +214,14 @@ class ClassicBackend:
         storage.vacuum(self.spark, path, retention_hours)
 
     def remove_tables(self, paths: Sequence[str], folder: str | None = None) -> bool:
-        """Delete the tables: ``folder`` and everything under it if given, else each path."""
-        if folder is not None:
-            return storage.remove_path(self.spark, folder)
-        return any([storage.remove_path(self.spark, p) for p in paths])
+        """Delete the tables: ``folder`` and everything under it if given, else each path; then
+        drop them from Delta's log cache (``jvm.evict_delta_logs``)."""
+        try:
+            if folder is not None:
+                return storage.remove_path(self.spark, folder)
+            return any([storage.remove_path(self.spark, p) for p in paths])
+        finally:
+            jvm.evict_delta_logs(self.spark, paths)
 
     def delete_files(self, table_path: str, paths: list[str]) -> int:
         return storage.delete_files(self.spark, table_path, paths)

@@ -52,6 +52,39 @@ def delta_log(spark, path: str):
     return java_class(gateway, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)
 
 
+def evict_delta_logs(spark, paths) -> None:
+    """Drop the tables at ``paths`` from Delta's log cache (``DeltaLog.invalidateCache``, which
+    also uncaches each one's latest snapshot): Delta never evicts a table it saw dropped or
+    deleted, so its log and snapshot would stay in the driver's heap for the cache's retention
+    (60 minutes by default). A path Delta never loaded costs one lookup."""
+    gateway = spark.sparkContext._jvm
+    delta_log_class = java_class(gateway, "org.apache.spark.sql.delta.DeltaLog")
+    for path in paths:
+        delta_log_class.invalidateCache(spark._jsparkSession, hadoop_path(gateway, path))
+
+
+def _delta_log_module(spark):
+    """Scala's ``DeltaLog`` object itself (its ``private[delta]`` members have no static forwarder)."""
+    gateway = spark.sparkContext._jvm
+    return getattr(java_class(gateway, "org.apache.spark.sql.delta.DeltaLog$"), "MODULE$")
+
+
+def cached_delta_logs(spark) -> int:
+    """How many tables Delta's log cache holds now (this JVM's, all sessions)."""
+    return int(_delta_log_module(spark).cacheSize())
+
+
+def cached_delta_log_paths(spark) -> list[str]:
+    """The ``_delta_log`` paths Delta's log cache holds now (for benches and tests)."""
+    cache = _delta_log_module(spark).getOrCreateCache(spark._jsparkSession.sessionState().conf())
+    return [str(key.path().toString()) for key in cache.asMap().keySet()]
+
+
+def clear_delta_logs(spark) -> None:
+    """Empty Delta's log cache (``DeltaLog.clearCache``; for benches and tests)."""
+    java_class(spark.sparkContext._jvm, "org.apache.spark.sql.delta.DeltaLog").clearCache()
+
+
 def hadoop_path(gateway, *parts):
     """Hadoop's ``Path(*parts)``."""
     return java_class(gateway, "org.apache.hadoop.fs.Path")(*parts)

@@ -5,6 +5,7 @@ writing and deleting files, checking a location before a table is created there,
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import shutil
 from collections.abc import Iterator, Sequence
@@ -18,6 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 from ..errors import TableLocationError
 from .files import FileEntry
 from .jvm import hadoop_path, java_class
+
+log = logging.getLogger("pravega_spark")
 
 
 def is_table(spark: SparkSession, path: str) -> bool:
@@ -149,8 +152,29 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> Non
                      str(max(2, spark.sparkContext.defaultParallelism)))
     if retention_hours is not None:
         session.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-    with commit_lock(path):
+    with commit_lock(path), console_to_log(spark, f"VACUUM {path}"):
         DeltaTable.forPath(session, path).vacuum(retention_hours)
+
+
+@contextmanager
+def console_to_log(spark: SparkSession, what: str):
+    """Catch what the JVM prints with Scala's ``println`` in this thread meanwhile (Delta's
+    VACUUM prints "Deleted N files and directories ..." to the driver's stdout, which is the
+    user's, with no setting to stop it) and log it at INFO instead. Scala's console stream is
+    per thread, and py4j serves a Python thread from one JVM thread: other threads print as
+    before."""
+    jvm = spark.sparkContext._jvm
+    console = getattr(java_class(jvm, "scala.Console$"), "MODULE$")
+    caught = jvm.java.io.ByteArrayOutputStream()
+    before = console.out()
+    console.setOutDirect(jvm.java.io.PrintStream(caught, True, "UTF-8"))
+    try:
+        yield
+    finally:
+        console.setOutDirect(before)
+        text = str(caught.toString("UTF-8")).strip()
+        if text:
+            log.info("%s: %s", what, text)
 
 
 def _fs(spark: SparkSession, path: str):  # -> (FileSystem, Path) JVM objects

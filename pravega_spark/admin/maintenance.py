@@ -27,6 +27,7 @@ def vacuum(controller: Controller, scope: str | None = None, stream: str | None 
            retention: timedelta | None = None) -> list[str]:
     """``StreamManager.vacuum``: VACUUM every table of the streams (all, a scope's, or one) that
     exists; the paths vacuumed."""
+    clock.check_duration(retention, "retention")
     store, backend = controller.store, controller.store.backend
     hours = None if retention is None else retention.total_seconds() / 3600
     done = []

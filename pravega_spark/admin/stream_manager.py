@@ -240,7 +240,7 @@ class StreamManager:
     def stream_cut_at(self, scope: str, stream: str, time: datetime) -> StreamCut:
         """The tail as it was at ``time``: the segments of the epoch active then, each at the end
         of its last event written at or before ``time`` (never before the head)."""
-        return self._controller.stream_cut_at(scope, stream, as_utc(time))
+        return self._controller.stream_cut_at(scope, stream, as_utc(time, "time"))
 
     def size_between(self, scope: str, stream: str, from_cut: CutOrName = "earliest",
                      to_cut: CutOrName = "latest") -> int:

@@ -142,7 +142,7 @@ class Controller:
         tail = self.tail(record, records)
         resolve = self.resolver(record, records, tail=tail)
         self.check_cuts(record, records, [c for c in (from_cut, to_cut) if isinstance(c, StreamCut)])
-        return size_between(resolve(from_cut), resolve(to_cut), records, tail.positions)
+        return size_between(resolve(from_cut, "from_cut"), resolve(to_cut, "to_cut"), records, tail.positions)
 
     def cut_at_version(self, scope: str, stream: str, version: int) -> StreamCut:
         """The stream's tail as of events-table version ``version`` (see ``stream_cut_helper``)."""
@@ -192,5 +192,5 @@ class Controller:
 
     def segments_at(self, scope: str, stream: str, time: datetime) -> DataFrame:
         """The segments active at ``time`` (those of the epoch in force then)."""
-        epoch = epoch_history.epoch_at(self.settled_with_segments(scope, stream)[1], as_utc(time))
+        epoch = epoch_history.epoch_at(self.settled_with_segments(scope, stream)[1], as_utc(time, "time"))
         return self.segments(scope, stream, epoch)

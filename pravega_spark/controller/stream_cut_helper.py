@@ -65,15 +65,16 @@ def resolver(store: Store, record: StreamRecord, records: Sequence[SegmentRecord
             cache["tail"] = tail(store, record, records, version)
         return cache["tail"]
 
-    def resolve(cut: CutOrName) -> StreamCut:
+    def resolve(cut: CutOrName, what: str = "a cut") -> StreamCut:
         if isinstance(cut, str):
             if cut == "earliest":
                 return head(record, records)
             if cut == "latest":
                 return latest()
-            raise InvalidStreamCutError(f"a cut is a StreamCut, 'earliest' or 'latest', got {cut!r}")
+            raise InvalidStreamCutError(f"{what} must be a StreamCut, 'earliest' or 'latest', got {cut!r}")
         if not isinstance(cut, StreamCut):
-            raise InvalidStreamCutError(f"a cut is a StreamCut, 'earliest' or 'latest', got {type(cut).__name__}")
+            raise InvalidStreamCutError(f"{what} must be a StreamCut, 'earliest' or 'latest', got "
+                                        f"{type(cut).__name__}")
         return latest() if cut.is_unbounded else cut
 
     return resolve

@@ -12,12 +12,14 @@ once end in the same state.
 from __future__ import annotations
 
 import logging
+import numbers
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from .. import _delta
 from .._failpoints import failpoint
 from ..errors import (
+    InvalidScaleError,
     InvalidStreamCutError,
     RetriesExhaustedError,
     ScaleConflictError,
@@ -365,6 +367,19 @@ def delete_stream(store: Store, scope: str, stream: str) -> bool:
 
 
 # ---- scale -------------------------------------------------------------------------------------
+def scale_arguments(sealed, ranges) -> tuple[list[int], list[tuple[float, float]]]:
+    """``scale_stream``'s arguments checked and normalized: sorted distinct segment ids, and
+    ``(low, high)`` pairs of floats (``InvalidScaleError`` naming the argument otherwise)."""
+    ids = None if isinstance(sealed, (str, bytes)) or not isinstance(sealed, Iterable) else list(sealed)
+    if ids is None or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in ids):
+        raise InvalidScaleError(f"sealed_segments must be segment ids (ints), got {sealed!r}")
+    pairs = None if isinstance(ranges, (str, bytes)) or not isinstance(ranges, Iterable) else list(ranges)
+    if pairs is None or not all(isinstance(r, (tuple, list)) and len(r) == 2 and all(
+            isinstance(x, numbers.Real) and not isinstance(x, bool) for x in r) for r in pairs):
+        raise InvalidScaleError(f"new_key_ranges must be (low, high) pairs of numbers, got {ranges!r}")
+    return sorted({int(s) for s in ids}), [(float(lo), float(hi)) for lo, hi in pairs]
+
+
 def scale_stream(store: Store, scope: str, stream: str, sealed: Iterable[int],
                  ranges: Iterable[tuple[float, float]]) -> int:
     """Seal ``sealed`` and replace them with segments over ``ranges``; the new epoch.
@@ -381,8 +396,7 @@ def scale_stream(store: Store, scope: str, stream: str, sealed: Iterable[int],
         ScaleConflictError: a different scale of the stream is in progress.
         StreamSealedError: the stream is sealed.
     """
-    sealed = sorted({int(s) for s in sealed})
-    ranges = [(float(lo), float(hi)) for lo, hi in ranges]
+    sealed, ranges = scale_arguments(sealed, ranges)
 
     def attempt() -> StreamRecord:
         record = recover(store, existing_stream(store, scope, stream))
@@ -440,7 +454,7 @@ def truncate_stream(store: Store, scope: str, stream: str, stream_cut: StreamCut
         StreamSealedError: the stream is sealed.
     """
     if not isinstance(stream_cut, StreamCut) or stream_cut.is_unbounded:
-        raise InvalidStreamCutError(f"truncate_stream needs a bounded StreamCut, got {stream_cut!r}")
+        raise InvalidStreamCutError(f"stream_cut must be a bounded StreamCut, got {stream_cut!r}")
 
     def attempt() -> StreamRecord | None:
         record = recover(store, existing_stream(store, scope, stream))

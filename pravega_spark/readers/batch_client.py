@@ -32,7 +32,7 @@ def read_events(controller: Controller, scope: str, stream: str, start: CutOrNam
         if version is not None:  # one summary at the pinned version for the tail and the chunk check
             store.segment_summary(scope, stream, [r.segment_id for r in records], version)
         resolve = controller.resolver(record, records, version)
-        start_cut, end_cut = resolve(start), resolve(end)
+        start_cut, end_cut = resolve(start, "start"), resolve(end, "end")
         # bounds before the boundary probe: the data below the head is gone
         head = controller.head(record, records)
         controller.check_cuts(record, records, [x for x in (start, end) if isinstance(x, StreamCut)],

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 import uuid
@@ -74,6 +75,10 @@ _MAX_OFFSET = (1 << 63) - 1
 
 
 # ---- source --------------------------------------------------------------------------------------
+# a size as Spark reads one (``maxBytesPerTrigger="512m"``): digits and an optional unit
+BYTE_SIZE = re.compile(r"[1-9][0-9]*([kmgtp]b?|b)?", re.IGNORECASE)
+
+
 def source_options(max_bytes_per_trigger: int | str | None = None,
                    max_files_per_trigger: int | None = None) -> dict[str, str]:
     """Delta source options: change commits skipped (truncation's), the rate limit."""
@@ -82,7 +87,8 @@ def source_options(max_bytes_per_trigger: int | str | None = None,
         options["maxBytesPerTrigger"] = UNLIMITED_BYTES
     if max_bytes_per_trigger is not None:
         if isinstance(max_bytes_per_trigger, bool) or not isinstance(max_bytes_per_trigger, (int, str)) or (
-                isinstance(max_bytes_per_trigger, int) and max_bytes_per_trigger <= 0):
+                isinstance(max_bytes_per_trigger, int) and max_bytes_per_trigger <= 0) or (
+                isinstance(max_bytes_per_trigger, str) and not BYTE_SIZE.fullmatch(max_bytes_per_trigger.strip())):
             raise InvalidConfigError(f"max_bytes_per_trigger must be a positive number of bytes, "
                                      f"got {max_bytes_per_trigger!r}")
         options["maxBytesPerTrigger"] = str(max_bytes_per_trigger)
@@ -265,6 +271,7 @@ class _Source:
     head: str = "plan"  # who applies the head: the library's sink, or the plan (HEAD_MODES)
     applied: set = None  # head="sink": (query id, batch id) a library sink applied the head to
     head_seen: tuple | None = None  # head="sink": (catalog version, head) last read by current_head
+    published: StreamCut | None = None  # with a group: the last cut this process published
 
     def __post_init__(self) -> None:
         self.checked = {}
@@ -316,8 +323,8 @@ class StreamListener(StreamingQueryListener):
             if source is None:
                 continue
             for src in _field(progress, "sources"):
-                if _field(src, "description") == f"DeltaSource[{source.path}]" and _field(src, "endOffset"):
-                    yield source, src, row
+                if reads_table(_field(src, "description"), source.path) and _field(src, "endOffset"):
+                    yield source, src, metric_values(row)
 
     def onQueryStarted(self, event) -> None:
         pass
@@ -351,7 +358,7 @@ class StreamListener(StreamingQueryListener):
             if not self.check_head_applied(source, progress) or not self.check_gaps(source, progress, src, end):
                 continue
             if source.group is not None:  # (``stream_progress`` computes positions on demand)
-                publish(source.controller, source.group, name, cut_for_offset(source, end))
+                source.published = publish(source.controller, source.group, name, cut_for_offset(source, end))
 
     def check_head_applied(self, source: _Source, progress) -> bool:
         """Stops a ``head="sink"`` query whose micro-batch reached a ``foreachBatch`` function
@@ -500,6 +507,26 @@ def _install_once(cls, spark, make):
         return listener
 
 
+def reads_table(description: str, path: str) -> bool:
+    """Whether a progress report's source ``description`` (``DeltaSource[<path>]``, the path as
+    the driver qualified it: ``file:/...`` for a local one) is the table at ``path``, which over
+    Spark Connect is not qualified (``/...``)."""
+    def plain(p: str) -> str:
+        return p[len("file://"):] if p.startswith("file:///") else p[len("file:"):] if p.startswith("file:/") else p
+
+    return description.startswith("DeltaSource[") and plain(description[len("DeltaSource["):-1]) == plain(path)
+
+
+def metric_values(row) -> dict:
+    """An observed metric's values by name: from a ``Row`` (a listener's event), or from the JSON
+    form of a progress dict over Spark Connect (``query.lastProgress``: ``{"values": [...],
+    "schema": {...}}``)."""
+    data = row.asDict() if hasattr(row, "asDict") else dict(row)
+    if set(data) == {"values", "schema"} and isinstance(data["schema"], dict):
+        return dict(zip((f["name"] for f in data["schema"]["fields"]), data["values"], strict=True))
+    return data
+
+
 def _field(obj, name: str):
     """A field of a streaming progress object, or of its dict form."""
     return getattr(obj, name) if hasattr(obj, name) else obj[name]
@@ -515,17 +542,18 @@ def cut_for_offset(source: _Source, offset: DeltaOffset) -> StreamCut:
     return source.controller.later_cut(source.scope, source.stream, cut, source.start)
 
 
-def publish(controller: Controller, group: str, stream: str, cut: StreamCut) -> None:
+def publish(controller: Controller, group: str, stream: str, cut: StreamCut) -> StreamCut:
     """Publish ``cut`` as reader group ``group``'s subscriber cut of ``stream`` if it moves it
-    forward (a replayed batch reaches an older or equal cut: nothing changes)."""
+    forward (a replayed batch reaches an older or equal cut: nothing changes); returns ``cut``."""
     scope, name = group.split("/", 1)
     handle = open_reader_group(controller, scope, name)
     try:
         subscribers.update_subscriber_stream_cut(controller, *stream.split("/"), handle.scoped_name,
                                                  handle.generation, cut)
     except StreamCutBehindError:
-        return
+        return cut
     log.info("%r published %s at %s", handle, stream, cut.positions)
+    return cut
 
 
 # ---- the query -----------------------------------------------------------------------------------
@@ -603,6 +631,8 @@ def streaming_group(controller: Controller, record: StreamRecord, group: ReaderG
 def stream_progress(controller: Controller, query, timeout_seconds: float = 30.0) -> StreamProgress | None:
     """``StreamManager.stream_progress``: the query's cut after its last committed batch and the
     bytes from there to the tail, once the listeners have handled its progress so far."""
+    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or timeout_seconds < 0:
+        raise InvalidConfigError(f"timeout_seconds must be a number of seconds, zero or more, got {timeout_seconds!r}")
     controller.store.backend.wait_for_listeners(timeout_seconds)
     if str(query.id) in _STOPPED_AT_START:
         raise _STOPPED_AT_START[str(query.id)]
@@ -613,6 +643,12 @@ def stream_progress(controller: Controller, query, timeout_seconds: float = 30.0
         if source.failure is not None:
             raise source.failure
         cut = cut_for_offset(source, DeltaOffset.from_json(_field(src, "endOffset")))
+        if source.group is not None and source.published != cut:
+            # the listener publishes each batch's cut as it ends, on classic in the driver and over
+            # Spark Connect in this client, which Spark informs asynchronously (after the query's
+            # end, at times): one it has not published yet is published here, so that on return the
+            # group's cut is there on both
+            source.published = publish(controller, source.group, f"{source.scope}/{source.stream}", cut)
         unread = controller.size_between(source.scope, source.stream, cut, "latest")
         return StreamProgress(f"{source.scope}/{source.stream}", _field(progress, "batchId"), cut, unread)
     return None

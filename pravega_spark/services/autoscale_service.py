@@ -25,11 +25,13 @@ from pyspark.sql import functions as F
 from ..controller import stream_tasks
 from ..controller.client import Controller
 from ..errors import (
+    InvalidConfigError,
     ScaleConflictError,
     ScalePreconditionError,
     StreamNotFoundError,
     StreamSealedError,
 )
+from ..store import clock
 from ..store.events_log import emitted_adds
 from ..stream.config import ScaleType
 from ..stream.record import SEALED, SEALING
@@ -69,7 +71,9 @@ def run_autoscale(controller: Controller, scope: str | None = None, stream: str 
     """One auto-scaling pass (module docstring) over the store's unsealed streams with a by-rate
     policy, or those of ``scope`` / one ``stream``, or one ``bucket`` of ``buckets``."""
     if not 0 <= bucket < buckets:
-        raise ValueError(f"bucket must be in [0, {buckets}), got {bucket}")
+        raise InvalidConfigError(f"bucket must be in [0, {buckets}), got {bucket}")
+    clock.check_duration(cooldown, "cooldown")
+    clock.check_duration(mute, "mute")
     now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     rows = controller.store.streams().where(~F.col("state").isin(SEALED, SEALING))
     if scope is not None:

@@ -20,7 +20,8 @@ from pyspark.sql import functions as F
 from ..controller import stream_tasks
 from ..controller.client import Controller
 from ..controller.subscribers import lower_bound_cut
-from ..errors import InvalidStreamCutError, StreamNotFoundError
+from ..errors import InvalidConfigError, InvalidStreamCutError, StreamNotFoundError
+from ..store import clock
 from ..stream import retention
 from ..stream.record import SEALED, SEALING
 from ..stream.stream_cut import StreamCut
@@ -83,7 +84,8 @@ def run_retention(controller: Controller, scope: str | None = None, stream: str 
             ``bucket``, so that ``buckets`` job instances share a store.
     """
     if not 0 <= bucket < buckets:
-        raise ValueError(f"bucket must be in [0, {buckets}), got {bucket}")
+        raise InvalidConfigError(f"bucket must be in [0, {buckets}), got {bucket}")
+    clock.check_duration(frequency, "frequency")
     now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     frequency = DEFAULT_FREQUENCY if frequency is None else frequency
     rows = controller.store.streams().where(F.col("state") != F.lit(SEALED))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from .. import _delta
+from ..errors import InvalidConfigError
 
 
 def utc_now() -> datetime:
@@ -24,9 +25,22 @@ def now_ms() -> int:
     return int(_delta.clock() * 1000)
 
 
-def as_utc(value: datetime) -> datetime:
-    """``value`` aware UTC (a naive one is taken as UTC)."""
+def as_utc(value: datetime, what: str = "now") -> datetime:
+    """``value`` aware UTC (a naive one is taken as UTC); ``InvalidConfigError`` naming the
+    argument ``what`` if it is not a datetime."""
+    if not isinstance(value, datetime):
+        raise InvalidConfigError(f"{what} must be a datetime, got {value!r}")
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def check_duration(value, what: str, positive: bool = False) -> None:
+    """``InvalidConfigError`` naming the argument ``what`` unless ``value`` is None or a
+    ``timedelta`` of zero or more (more than zero if ``positive``)."""
+    if value is None:
+        return
+    if not isinstance(value, timedelta) or value < timedelta(0) or (positive and value == timedelta(0)):
+        need = "more than zero" if positive else "zero or more"
+        raise InvalidConfigError(f"{what} must be a timedelta of {need}, got {value!r}")
 
 
 def from_spark_time(value: datetime | None) -> datetime | None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pyspark.sql import functions as F
 
 from .. import _delta
-from ..errors import InvalidConfigError
+from ..errors import InvalidConfigError, SegmentNotFoundError
 from .schema import EVENTS_PARTITION, EVENTS_PARTITIONS
 
 log = logging.getLogger("pravega_spark")
@@ -105,6 +105,15 @@ def compact_stream(controller, scope: str, stream: str, segment_ids: Sequence[in
                    target_file_size: int | None = None) -> CompactionResult:
     """``StreamManager.compact``: the stream must exist; ``target_file_size`` is checked."""
     controller.stream_record(scope, stream)
+    if segment_ids is not None:
+        ids = None if isinstance(segment_ids, (str, bytes)) else list(segment_ids)
+        if ids is None or not all(isinstance(s, int) and not isinstance(s, bool) for s in ids):
+            raise InvalidConfigError(f"segment_ids must be segment ids (ints), got {segment_ids!r}")
+        known = {r.segment_id for r in controller.store.segment_records(scope, stream)}
+        unknown = sorted(set(ids) - known)
+        if unknown:
+            raise SegmentNotFoundError(f"segments {unknown} are not segments of {scope}/{stream}")
+        segment_ids = ids
     size = DEFAULT_TARGET_FILE_SIZE if target_file_size is None else target_file_size
     if isinstance(size, bool) or not isinstance(size, int) or size < 1024:
         raise InvalidConfigError(f"target_file_size must be an int of at least 1024 bytes, got {size!r}")

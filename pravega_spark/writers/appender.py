@@ -235,6 +235,8 @@ class Appender:
 
     # ---- internals ---------------------------------------------------------------------------
     def prepare(self, df: DataFrame, routing_key: str, event: str, order_by) -> DataFrame:
+        if not (hasattr(df, "columns") and hasattr(df, "sparkSession")):
+            raise InvalidEventError(f"the events must be a DataFrame, got {type(df).__name__}")
         df = self.backend.in_session(df)
         missing = [c for c in [routing_key, event, *([order_by] if isinstance(order_by, str) else (order_by or []))]
                    if c not in df.columns]

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame
 from .. import _delta
 from ..controller.client import Controller
 from ..controller.watermarks import note_writer_mark, shut_down_writer
-from ..errors import EventTooLargeError, InvalidEventError
+from ..errors import EventTooLargeError, InvalidEventError, InvalidNameError
 from ..store.schema import MAX_EVENT_SIZE
 from .appender import WRITER_APP_PREFIX, Appender, WriteResult
 from .large_events import DEFAULT_CHUNK_SIZE, LargeEventWriter
@@ -37,6 +37,8 @@ class EventStreamWriter:
                  retry: _delta.RetryPolicy | None = None) -> None:
         self.scope = scope
         self.stream = stream
+        if writer_id is not None and not (isinstance(writer_id, str) and writer_id):
+            raise InvalidNameError(f"writer_id must be a non-empty string (or None: a new id), got {writer_id!r}")
         self.writer_id = writer_id or f"writer-{uuid.uuid4().hex[:12]}"
         self._appender = Appender(controller, scope, stream, self.writer_id, retry)
 

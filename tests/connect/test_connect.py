@@ -16,6 +16,7 @@ import pytest
 
 import pravega_spark as ps
 from pravega_spark import _delta
+from tests.conftest import eventually
 from tests.connect.conftest import assert_no_jvm
 from tests.helpers import absolute_events
 from tests.invariants import check_key_order, check_stream_consistent
@@ -221,3 +222,50 @@ def test_a_writer_captured_by_foreach_batch_runs_on_the_server_exactly_once(spar
     copied = sorted(r.event.decode() for r in manager.read_events(scope, "copy").collect())
     assert copied == sorted(f"f:0000:{i:06d}" for i in range(9))
     assert copier.last_write_number() == 0
+
+
+def test_a_reader_groups_query_into_the_users_own_sink_publishes_its_position_and_retention_truncates_there(
+        spark, manager, stream2, tmp_path):
+    """``read_stream(reader_group=...)`` into the user's own sink, a Delta table and then a
+    ``foreachBatch`` function: the group's subscriber cut becomes the position the query
+    committed, published by the session's listener (in this client over Spark Connect; Spark
+    informs it asynchronously) or at the latest by ``stream_progress``; consumption-based
+    retention truncates exactly there, never at events written after."""
+    scope, stream = stream2
+    manager.update_stream(scope, stream, ps.StreamConfiguration(
+        scaling_policy=ps.ScalingPolicy.fixed(2), retention_policy=ps.RetentionPolicy.by_size_bytes(0)))
+    manager.create_reader_group(scope, "g", ps.ReaderGroupConfig(
+        {f"{scope}/{stream}": "earliest"}, retention_type=ps.StreamDataRetention.MANUAL_RELEASE_AT_USER_STREAMCUT))
+    writer = manager.create_event_writer(scope, stream, "w")
+
+    def published() -> dict[int, int]:
+        rows = manager.subscribers(scope, stream).collect()
+        return {e.segment_id: e.offset for e in rows[0].stream_cut} if rows else {}
+
+    # a Delta sink: the listener publishes the committed position without any further call
+    writer.write_events(events_df(spark, [(f"k{i % 5}", f"a:{i}") for i in range(40)]))
+    reached = manager.tail_stream_cut(scope, stream)
+    query = (manager.read_stream(scope, stream, reader_group="g").writeStream.format("delta")
+             .option("checkpointLocation", str(tmp_path / "ck-delta")).trigger(availableNow=True)
+             .start(str(tmp_path / "sink-delta")))
+    query.awaitTermination(300)
+    assert query.exception() is None
+    eventually(lambda: published() == dict(reached.positions), timeout=60)
+    writer.write_events(events_df(spark, [(f"k{i % 5}", f"b:{i}") for i in range(40)]))  # not consumed yet
+    [run] = manager.run_retention(scope=scope, stream=stream)
+    assert run.truncated_at == reached and manager.head_stream_cut(scope, stream) == reached
+
+    # a foreachBatch function (it runs on the server): stream_progress returns with the cut published
+    sink = str(tmp_path / "sink-batches")
+    query = (manager.read_stream(scope, stream, reader_group="g").writeStream
+             .foreachBatch(lambda df, _: df.write.format("delta").mode("append").save(sink))
+             .option("checkpointLocation", str(tmp_path / "ck-batches")).trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    assert query.exception() is None
+    tail = manager.tail_stream_cut(scope, stream)
+    progress = manager.stream_progress(query)
+    assert progress.stream_cut == tail and published() == dict(tail.positions)
+    assert sorted(r.event.decode() for r in spark.read.format("delta").load(sink).collect()) == sorted(
+        f"b:{i}" for i in range(40))  # it started at the head, where retention truncated
+    [run] = manager.run_retention(scope=scope, stream=stream)
+    assert manager.head_stream_cut(scope, stream) == tail

@@ -150,3 +150,30 @@ def test_cli_commands_exit_codes_and_one_line_errors(manager, stream2, root, tmp
     manager.delete_reader_group(scope, "g")
     done = run("delete", name, "--yes")
     assert done.returncode == 0 and not manager.check_stream_exists(scope, stream)
+
+
+QUIET_SCRIPT = """
+import sys
+from datetime import timedelta
+import pravega_spark as ps
+spark = ps.spark_session()
+manager = ps.StreamManager(spark, sys.argv[1])
+manager.create_scope("a")
+manager.create_stream("a", "b")
+manager.create_event_writer("a", "b").write_events(spark.createDataFrame([("k", "v")], "routing_key string, event string"))
+manager.truncate_stream("a", "b", manager.tail_stream_cut("a", "b"))
+print("vacuumed", len(manager.vacuum("a", "b", retention=timedelta(0))), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_nothing_the_library_runs_prints_to_the_users_stdout(tmp_path):
+    """A user's script, in its own process: only what it prints reaches its stdout. Delta's VACUUM
+    prints "Deleted N files and directories ..." with Scala's println on the driver's stdout,
+    which is the user's: the library logs it instead."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRAVEGA_SPARK_", "SPARK_"))}
+    done = subprocess.run([sys.executable, "-c", QUIET_SCRIPT, str(tmp_path / "store")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vacuumed "), done.stdout[-3000:]

@@ -1,0 +1,31 @@
+"""A JVM's live heap, read from outside it (``jcmd``): the memory benches and the long soak use it
+for the local driver and for a Spark Connect server alike.
+
+"Live" is the heap in use right after a full collection (``GC.run``, which is ``System.gc()``:
+a full collection under G1, Java 17's default), read back with ``GC.heap_info``.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+_USED = re.compile(r"heap\s+total\s+\d+K,\s+used\s+(\d+)K")
+
+
+def live_heap_mib(pid: int) -> float:
+    """MiB in use in JVM ``pid``'s heap after two full collections (the second collects what
+    the first one's finalizers freed)."""
+    for _ in range(2):
+        subprocess.run(["jcmd", str(pid), "GC.run"], check=True, capture_output=True, timeout=120)
+    out = subprocess.run(["jcmd", str(pid), "GC.heap_info"], check=True, capture_output=True, text=True,
+                         timeout=120).stdout
+    found = _USED.search(out)
+    if found is None:
+        raise RuntimeError(f"no heap line in jcmd GC.heap_info's output:\n{out[:2000]}")
+    return int(found.group(1)) / 1024
+
+
+def driver_pid(spark) -> int:
+    """The process id of a classic session's driver JVM."""
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())

@@ -23,6 +23,7 @@ no log of a deleted stream stays cached).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -59,16 +60,20 @@ def child(config: str, streams: int, events: int) -> dict:
         manager.seal_stream("mem", name)
         manager.delete_stream("mem", name)
 
+    def live() -> float:
+        gc.collect()  # Python's handles on JVM objects first (py4j then lets the JVM drop them)
+        return live_heap_mib(pid)
+
     touch("warm-up")
     drop("warm-up")
     out = {"config": config, "streams": streams}
-    out["heap_before"], out["logs_before"] = live_heap_mib(pid), jvm.cached_delta_logs(spark)
+    out["heap_before"], out["logs_before"] = live(), jvm.cached_delta_logs(spark)
     for i in range(streams):
         touch(f"s{i}")
-    out["heap_touched"], out["logs_touched"] = live_heap_mib(pid), jvm.cached_delta_logs(spark)
+    out["heap_touched"], out["logs_touched"] = live(), jvm.cached_delta_logs(spark)
     for i in range(streams):
         drop(f"s{i}")
-    out["heap_deleted"], out["logs_deleted"] = live_heap_mib(pid), jvm.cached_delta_logs(spark)
+    out["heap_deleted"], out["logs_deleted"] = live(), jvm.cached_delta_logs(spark)
     out["stream_logs_left"] = [p for p in jvm.cached_delta_log_paths(spark) if "/mem/s" in p]
     if config == "library defaults":
         out["loads"] = operation_loads(spark, manager, rows)

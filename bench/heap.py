@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 
 _USED = re.compile(r"heap\s+total\s+\d+K,\s+used\s+(\d+)K")
 
 
 def live_heap_mib(pid: int) -> float:
-    """MiB in use in JVM ``pid``'s heap after two full collections (the second collects what
-    the first one's finalizers freed)."""
-    for _ in range(2):
+    """MiB in use in JVM ``pid``'s heap after three full collections a second apart: Spark's
+    context cleaner drops the accumulators, shuffles and broadcasts of collected jobs from its
+    own thread after the first, and the later ones collect what it released."""
+    for i in range(3):
+        if i:
+            time.sleep(1)
         subprocess.run(["jcmd", str(pid), "GC.run"], check=True, capture_output=True, timeout=120)
     out = subprocess.run(["jcmd", str(pid), "GC.heap_info"], check=True, capture_output=True, text=True,
                          timeout=120).stdout

@@ -181,7 +181,7 @@ class DeltaBackend(Protocol):
         """Delete files written and never committed; how many were deleted."""
 
 
-_BACKENDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CHOSEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # session -> {variable's value: kind}
 # the values of ``PRAVEGA_SPARK_BACKEND`` (``connect``: the public-API backend's former name)
 _KINDS = {"": "", "classic": "classic", "sql": "sql", "connect": "sql"}
 
@@ -226,17 +226,20 @@ def backend_kind(spark: SparkSession) -> tuple[str, str]:
 def backend_for(spark: SparkSession) -> DeltaBackend:
     """The backend serving ``spark`` (see ``backend_kind``), chosen once per session and per
     value of ``PRAVEGA_SPARK_BACKEND``; the public-API backend's choice is logged at INFO with
-    its reason."""
+    its reason.
+
+    Only the choice is kept per session, never the backend: a backend holds its session, and a
+    value holding its key would keep every session ever served (each writer's own session, with
+    its session state) alive in the driver for good.
+    """
     key = os.environ.get(BACKEND_ENV, "").strip().lower()
     try:
-        chosen = _BACKENDS.setdefault(spark, {})
+        chosen = _CHOSEN.setdefault(spark, {})
     except TypeError:  # a session that cannot be weakly referenced: not cached
         chosen = {}
     if key not in chosen:
         kind, why = backend_kind(spark)
-        if kind == "classic":
-            chosen[key] = ClassicBackend(spark)
-        else:
+        if kind != "classic":
             log.info("pravega_spark uses its public-API Delta backend (SQL only): %s", why)
-            chosen[key] = SqlBackend(spark)
-    return chosen[key]
+        chosen[key] = kind
+    return ClassicBackend(spark) if chosen[key] == "classic" else SqlBackend(spark)

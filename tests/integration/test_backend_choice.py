@@ -37,7 +37,9 @@ def test_a_session_whose_oss_delta_classes_do_not_load_gets_the_sql_backend(fres
     assert repr(backend) == "SqlBackend()"
     lines = [r.getMessage() for r in caplog.records if "public-API Delta backend" in r.getMessage()]
     assert len(lines) == 1 and "NoSuchDeltaLog" in lines[0] and "\n" not in lines[0]
-    assert _delta.backend_for(fresh) is backend  # chosen once per session: no second probe, no second line
+    again = _delta.backend_for(fresh)  # chosen once per session: no second probe, no second line
+    assert repr(again) == "SqlBackend()" and again.spark is fresh
+    assert len([r for r in caplog.records if "public-API Delta backend" in r.getMessage()]) == 1
     manager = ps.StreamManager(fresh, root)  # and the store works through it
     manager.create_scope("s")
     assert manager.create_stream("s", "x", ps.StreamConfiguration()) is True

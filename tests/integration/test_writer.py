@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from pathlib import Path
 
 import pytest
@@ -182,3 +184,21 @@ def test_small_and_parallel_write_paths_lay_out_the_same_offsets(manager, spark,
                .orderBy("segment_id", "offset").collect())
         layouts.append([(r.segment_id, r.offset - before[r.segment_id], r.routing_key, r.event) for r in got])
     assert all(layout == layouts[0] for layout in layouts) and len(layouts[0]) == 120
+
+
+def test_a_writer_that_is_gone_leaves_no_session_behind(manager, stream2):
+    """Each writer on the classic backend has a Spark session of its own (``newSession``: a
+    session state, a Hadoop configuration of ~1,000 entries). Once the writer is gone, nothing of
+    the library's keeps that session alive: a long-lived driver that makes a writer per job must
+    not keep every one of them (it grew by one session per writer)."""
+    scope, stream = stream2
+    first = manager.create_event_writer(scope, stream)
+    first.write_events(manager._store.spark.createDataFrame([("k", "e")], "routing_key string, event string"))
+    session = weakref.ref(first._appender.session)
+    assert session() is not manager._store.spark
+    del first
+    # pyspark's RDD.toDF keeps the session made last: make another before collecting
+    manager.create_event_writer(scope, stream).write_events(
+        manager._store.spark.createDataFrame([("k", "f")], "routing_key string, event string"))
+    gc.collect()
+    assert session() is None

@@ -7,8 +7,9 @@ Each configuration runs in a process of its own (Delta reads its cache's size an
 per JVM, when the first table is loaded), on a classic local session that ``ps.spark_session``
 builds:
 
-- ``delta defaults``: Delta's own cache, 10,000 logs each kept 60 minutes after its last use
-  (what a session built without the library's defaults has);
+- ``delta defaults``: Delta's own cache, 10,000 logs each kept 60 minutes after its last use,
+  and Spark's 1,000 queries kept for its SQL tab (what a session built without the library's
+  defaults has);
 - ``library defaults``: the session as ``ps.spark_session()`` builds it.
 
 In each: one warm-up stream (created, written, read, sealed and deleted), then the live heap (after
@@ -34,7 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 DELTA_DEFAULTS = {"spark.databricks.delta.delta.log.cacheSize": "10000",
-                  "spark.databricks.delta.delta.log.cacheRetentionMinutes": "60"}
+                  "spark.databricks.delta.delta.log.cacheRetentionMinutes": "60",
+                  "spark.sql.ui.retainedExecutions": "1000"}  # Spark's and Delta's own defaults
 CONFIGS = {"delta defaults": DELTA_DEFAULTS, "library defaults": {}}
 
 

@@ -16,6 +16,19 @@ log = logging.getLogger("pravega_spark")
 DELTA_VERSION = "4.4.0"
 SCALA_VERSION = "2.13"
 
+# Driver memory (issue #49; README "Sizing the driver"). Delta keeps up to 10,000 tables' logs,
+# each 60 minutes after its last use, and a cached log costs ~1.8 MiB of heap however small its
+# table (its state's query plans); a stream operation uses 3 logs (the catalogue, the stream's
+# segments and events). 8 logs for 10 minutes bound that to ~15 MiB; a log loaded again costs
+# ~0.6 s on a read, ~40 ms on a write. Spark's SQL tab keeps 1,000 queries (~50 KiB each), and
+# the library runs several per operation: 100 are kept. All are read once per JVM, when it
+# starts: sessions the library builds set them (under spark-submit, those it was not given)
+MEMORY_DEFAULTS = {
+    "spark.databricks.delta.delta.log.cacheSize": "8",
+    "spark.databricks.delta.delta.log.cacheRetentionMinutes": "10",
+    "spark.sql.ui.retainedExecutions": "100",
+}
+
 # Settings that make a small local session behave: few shuffle partitions, Delta's snapshot
 # reconstruction on few partitions (its default of 50 costs seconds per table access locally).
 LOCAL_DEFAULTS = {
@@ -29,6 +42,7 @@ LOCAL_DEFAULTS = {
     # two cores); a store's tables want a few. Set here, where the session is built: the public-API
     # backend never sets a session setting
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
+    **MEMORY_DEFAULTS,
     "spark.driver.extraJavaOptions": "-Dderby.system.home=/tmp/derby "
                                      f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}",
 }
@@ -154,9 +168,15 @@ def spark_session(**spark_conf: str) -> SparkSession:
         return session
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # launched by spark-submit (or the pyspark shell): its master, jars and settings apply;
-        # only the caller's own settings are added
+        # the caller's own settings are added, and the memory defaults spark-submit was not given
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()  # the JVM spark-submit started: its SparkConf holds --conf
+        submitted = SparkConf()
+        conf = {k: v for k, v in MEMORY_DEFAULTS.items() if not submitted.contains(k)}
+        conf.update(spark_conf)
         builder = SparkSession.builder
-        for key, value in spark_conf.items():
+        for key, value in conf.items():
             builder = builder.config(key, value)
         return builder.getOrCreate()
     # Python workers run the driver's interpreter (same pyspark), not whatever python3 is on PATH

@@ -116,3 +116,33 @@ def test_pyarrow_s3_options_follow_the_sessions_s3a_settings_per_bucket_first(sp
     finally:
         for k in given:
             conf.unset(k)
+
+
+MEMORY_KEYS = ("spark.databricks.delta.delta.log.cacheSize", "spark.databricks.delta.delta.log.cacheRetentionMinutes",
+               "spark.sql.ui.retainedExecutions")
+
+
+def test_a_session_the_library_builds_bounds_the_drivers_caches(spark):
+    """Delta's log cache and Spark's SQL tab are bounded when the session is built (they are
+    read once per JVM); the test session is built by ``ps.spark_session``."""
+    conf = spark.sparkContext.getConf()
+    assert {k: conf.get(k) for k in MEMORY_KEYS} == _session.MEMORY_DEFAULTS
+
+
+@pytest.mark.slow
+def test_under_spark_submit_the_memory_defaults_fill_in_only_what_was_not_given(tmp_path):
+    """A job launched by spark-submit gets the library's memory defaults for what spark-submit
+    was not given, and keeps what it was given (here a larger log cache)."""
+    script = tmp_path / "job.py"
+    script.write_text("import pravega_spark as ps\nc = ps.spark_session().sparkContext.getConf()\n"
+                      f"print('GOT', *[c.get(k) for k in {MEMORY_KEYS!r}])\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_GATEWAY_PORT", "SPARK_REMOTE")}
+    env.update(SPARK_LOCAL_IP="127.0.0.1", PYTHONPATH=str(REPO), PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable)
+    run = subprocess.run([str(Path(sys.executable).with_name("spark-submit")), "--master", "local[1]",
+                          "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
+                          "--conf", "spark.ui.enabled=false",
+                          "--conf", "spark.databricks.delta.delta.log.cacheSize=64", str(script)],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "GOT 64 10 100" in run.stdout

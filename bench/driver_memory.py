@@ -17,7 +17,7 @@ full collections, ``bench/heap.py``); then ``--streams`` streams are created, wr
 (``--events`` events each) and read back; the live heap again; then every stream is sealed and
 deleted; the live heap a third time. It prints the heap per stream touched, the logs Delta's
 cache holds at each point, and, for the library defaults, the logs each operation on a stream of
-its own loads into an emptied cache (target: <= 0.5 MiB per stream with the library's defaults;
+its own loads into an emptied cache and what reloading them costs (target: <= 0.5 MiB per stream with the library's defaults;
 no log of a deleted stream stays cached).
 """
 
@@ -79,6 +79,7 @@ def child(config: str, streams: int, events: int) -> dict:
     out["stream_logs_left"] = [p for p in jvm.cached_delta_log_paths(spark) if "/mem/s" in p]
     if config == "library defaults":
         out["loads"] = operation_loads(spark, manager, rows)
+        out["reloads"] = reload_costs(spark, manager, rows)
     spark.stop()
     return out
 
@@ -112,6 +113,42 @@ def operation_loads(spark, manager, rows) -> dict[str, list[str]]:
     return loads
 
 
+def reload_costs(spark, manager, rows, rounds: int = 5) -> dict[str, tuple[float, float]]:
+    """What a small cache costs: each operation's median seconds over ``rounds`` with the stream's
+    logs cached and with the cache emptied just before (a stream of 12 commits, past Delta's
+    checkpoint), alternated after a warm-up."""
+    import statistics
+    import time
+
+    import pravega_spark as ps
+    from pravega_spark._delta import jvm
+
+    manager.create_stream("mem", "reload", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
+    writer = manager.create_event_writer("mem", "reload")
+    for _ in range(12):
+        writer.write_events(rows)
+    operations = {
+        "write_events": lambda: writer.write_events(rows),
+        "read_events (whole)": lambda: manager.read_events("mem", "reload").count(),
+        "tail_stream_cut": lambda: manager.tail_stream_cut("mem", "reload"),
+        "stream_info": lambda: manager.stream_info("mem", "reload"),
+    }
+    costs = {}
+    for name, op in operations.items():
+        op()
+        warm, cold = [], []
+        for _ in range(rounds + 1):
+            started = time.perf_counter()
+            op()
+            warm.append(time.perf_counter() - started)
+            jvm.clear_delta_logs(spark)
+            started = time.perf_counter()
+            op()
+            cold.append(time.perf_counter() - started)
+        costs[name] = (statistics.median(warm[1:]), statistics.median(cold[1:]))
+    return costs
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=40)
@@ -143,6 +180,11 @@ def main(argv: list[str] | None = None) -> int:
         print("Delta logs each operation loads into an empty cache (library defaults):")
         for name, tables in loads.items():
             print(f"  {name:<26} {len(tables)}: {', '.join(tables)}")
+    reloads = results[-1].get("reloads", {})
+    if reloads:
+        print("what a log pushed out of the cache costs (median seconds, cached -> reloaded):")
+        for name, (warm, cold) in reloads.items():
+            print(f"  {name:<26} {warm * 1000:7.0f} ms -> {cold * 1000:7.0f} ms")
     target = (results[-1]["heap_touched"] - results[-1]["heap_before"]) / results[-1]["streams"]
     left = sum(len(r["stream_logs_left"]) for r in results)
     ok = target <= 0.5 and left == 0

@@ -13,6 +13,7 @@ the Connect server's (its pid from ``$CONNECT_SERVER_DIR/pid``).
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 
@@ -77,6 +78,7 @@ class Rounds:
         from bench.heap import live_heap_mib
 
         pid, where = jvm_under_test()
+        gc.collect()  # this process's handles on JVM objects first (py4j then lets the JVM drop them)
         heap = live_heap_mib(pid)
         self.heaps.append(heap)
         failed = len(self.failed[number - 1]) if len(self.failed) >= number else 0

@@ -12,6 +12,7 @@ import pytest
 import pravega_spark as ps
 from pravega_spark._delta import RetryPolicy
 from pravega_spark.store import segment_store
+from pravega_spark.store.schema import KVT_PREFIX
 from tests.helpers import table_versions
 
 
@@ -226,3 +227,28 @@ def test_a_seal_losing_to_appends_says_it_is_pending_and_the_next_operation_fini
     with pytest.raises(ps.StreamSealedError):
         writer.write_event(b"late", routing_key="k0")
     assert manager.read_events(scope, stream).count() == 16
+
+
+def test_deleted_streams_and_key_value_tables_leave_deltas_log_cache(manager, spark, root):
+    """On the classic backend a removed table's log and snapshot leave the driver's heap at once
+    (Delta itself never evicts a table it saw deleted: a long-lived driver kept every one for the
+    cache's retention)."""
+    from pravega_spark._delta import jvm
+
+    manager.create_scope("gone")
+    manager.create_stream("gone", "s", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
+    manager.create_event_writer("gone", "s").write_events(
+        spark.createDataFrame([("k", "e")], "routing_key string, event string"))
+    assert manager.read_events("gone", "s").count() == 1
+    manager.create_key_value_table("gone", "t", ps.KeyValueTableConfiguration(2, 4, 2))
+    manager.key_value_table("gone", "t").put(b"aaaa01", b"v")
+
+    def cached(folder: str) -> list[str]:
+        return [p for p in jvm.cached_delta_log_paths(spark) if f"/gone/{folder}/" in p]
+
+    table = f"{KVT_PREFIX}t"
+    assert cached("s") and cached(table)  # what the operations loaded (the cache holds 8 logs)
+    manager.seal_stream("gone", "s")
+    manager.delete_stream("gone", "s")
+    manager.delete_key_value_table("gone", "t")
+    assert cached("s") == [] and cached(table) == []

@@ -20,7 +20,7 @@ SCALA_VERSION = "2.13"
 # each 60 minutes after its last use, and a cached log costs ~1.8 MiB of heap however small its
 # table (its state's query plans); a stream operation uses 3 logs (the catalogue, the stream's
 # segments and events). 8 logs for 10 minutes bound that to ~15 MiB; a log loaded again costs
-# ~0.6 s on a read, ~40 ms on a write. Spark's SQL tab keeps 1,000 queries (~50 KiB each), and
+# 0.3-0.6 s on a read, 40-70 ms on a write. Spark's SQL tab keeps 1,000 queries (~50 KiB each), and
 # the library runs several per operation: 100 are kept. All are read once per JVM, when it
 # starts: sessions the library builds set them (under spark-submit, those it was not given)
 MEMORY_DEFAULTS = {

@@ -134,8 +134,11 @@ def defaults_file() -> dict[str, str]:
 def spark_session(**spark_conf: str) -> SparkSession:
     """Return a Delta-enabled SparkSession.
 
-    Mirrors how users already run Spark: on Databricks or under ``spark-submit`` the active session
-    is returned unchanged (its Delta is used, nothing is fetched). With ``SPARK_REMOTE`` set (say
+    Mirrors how users already run Spark: on Databricks (or wherever a session is active) the active
+    session is returned unchanged (its Delta is used, nothing is fetched). Under ``spark-submit``
+    the session is built from spark-submit's settings, adding only ``spark_conf`` and the
+    ``MEMORY_DEFAULTS`` it was not given (Delta's log cache, Spark's SQL tab: README "Sizing the
+    driver"). With ``SPARK_REMOTE`` set (say
     ``sc://127.0.0.1:15002``, as ``scripts/connect_server.sh start`` prints), a Spark Connect session
     to that server is returned: the library then works with public SQL only. Otherwise a local session is
     built with Delta's extension and catalog, and Delta's jars from the local Maven repository

@@ -18,6 +18,7 @@ session from ``backend_for``, and its transactions' :class:`TableTransaction`
 - ``actions``: plain values to Delta's actions and back, in batches;
 - ``transaction``: a transaction driven directly (the classic backend's fence), table creation;
 - ``rows``: a small table's compare-and-set, shared by both backends;
+- ``local_data``: rows from this process as a DataFrame that a Spark Connect server does not keep;
 - ``backend``: the ``DeltaBackend`` protocol and ``backend_for``, the one switch;
 - ``classic_backend``: ``ClassicBackend``, through the JVM;
 - ``jvm``: JVM classes looked up once, and the probe of OSS Delta's classes;
@@ -44,6 +45,7 @@ from .files import (
     set_clock,
     summarize,
 )
+from .local_data import is_connect_session, local_frame
 from .log import summarize_table, table_state
 from .retry import CONFLICTS, DEFAULT_RETRY, Retry, RetryPolicy, is_conflict, retries, retrying
 from .rows import replace
@@ -65,7 +67,7 @@ __all__ = [
     "SINK_MARK_SCOPE",
     "CONFLICTS", "DEFAULT_RETRY", "SESSION_CONF", "AppVersion", "arrow_type", "backend_for",
     "ClassicBackend", "clock", "commit_lock", "commit_times", "CommitMetrics", "SqlBackend",
-    "DeltaBackend", "DeltaTransaction", "MARKS_SEGMENT", "RECORD_WRITE_MARK", "FileEntry", "is_conflict", "local_dir", "misplaced",
+    "DeltaBackend", "DeltaTransaction", "is_connect_session", "local_frame", "MARKS_SEGMENT", "RECORD_WRITE_MARK", "FileEntry", "is_conflict", "local_dir", "misplaced",
     "observed_if_done", "parquet_rows_beside", "PartitionSummary", "read_rows", "Removal",
     "removals", "replace", "retries", "Retry", "retrying", "RetryPolicy", "session_key",
     "set_clock", "foreach_batch_here", "streaming_query_id", "streaming_query_sink", "summarize", "summarize_table",

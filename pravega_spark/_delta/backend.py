@@ -31,9 +31,10 @@ from ..errors import InvalidConfigError
 from . import jvm
 from .classic_backend import ClassicBackend
 from .files import CommitMetrics, PartitionSummary, TableState
+from .local_data import is_connect_session
 from .retry import RetryPolicy
 from .rows import RowsChange
-from .sql import BACKEND_ENV, DATABRICKS_ENV, is_connect_session
+from .sql import BACKEND_ENV, DATABRICKS_ENV
 from .sql_backend import SqlBackend
 from .transaction_protocol import TableTransaction
 

@@ -8,6 +8,7 @@ import os
 from pyspark.sql import DataFrame, SparkSession
 
 from .jvm import hadoop_path
+from .local_data import is_connect_session
 
 # Delta lists a table's application versions (SetTransaction) in each commit's checksum file only
 # up to this many; ``DeltaTransaction.app_version`` reads them from there (no Spark job). Every session
@@ -130,8 +131,6 @@ def foreach_batch_here(spark: SparkSession) -> bool:
     """Whether a ``foreachBatch`` function of ``spark``'s queries runs in this process (a classic
     session), rather than in a Python worker of a Spark Connect server that this process's
     objects do not reach."""
-    from .sql import is_connect_session
-
     return not is_connect_session(spark)
 
 

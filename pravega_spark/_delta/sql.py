@@ -53,6 +53,7 @@ from pyspark.sql.types import (
 
 from ..errors import InvalidConfigError
 from .files import AppVersion, FileEntry, PartitionSummary
+from .local_data import local_frame
 from .retry import STALE, Retry, raised
 
 log = logging.getLogger("pravega_spark")
@@ -63,15 +64,6 @@ FINGERPRINT = "__fp"
 # Spark Connect's client logs a failed query at ERROR (with the server's stack trace) before it
 # raises: our expected failures (a stale read, a missing table) are not errors to a user
 _CLIENT_LOGGERS = ("SQLQueryContextLogger", "pyspark.sql.connect.client.logger", "pyspark.sql.connect.logging")
-
-
-def is_connect_session(spark: SparkSession) -> bool:
-    """Whether ``spark`` is a Spark Connect session (``backend.backend_kind`` decides the backend)."""
-    try:
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
-    except ImportError:  # the connect extra is not installed: no session can be one
-        return False
-    return isinstance(spark, ConnectSession)
 
 
 def command_rows(df: DataFrame) -> list[dict]:
@@ -264,7 +256,7 @@ def create_table(spark: SparkSession, path: str, schema: StructType, partition_b
     tbl = ", ".join(f"{literal(k)} = {literal(v)}" for k, v in props.items())
     if rows:  # the metadata and the rows in one commit (version 0)
         spark.sql(f"CREATE TABLE IF NOT EXISTS {table(path)} USING delta{parts} TBLPROPERTIES ({tbl}) "
-                  "AS SELECT * FROM {source}", source=spark.createDataFrame(rows, schema))
+                  "AS SELECT * FROM {source}", source=local_frame(spark, rows, schema))
     else:
         spark.sql(f"CREATE TABLE IF NOT EXISTS {table(path)} ({column_ddl(schema)}) USING delta{parts} "
                   f"TBLPROPERTIES ({tbl})")
@@ -665,14 +657,14 @@ class SqlTransaction:
         rows = [r for n in new for r in n.rows]
         if self._tails is not None or (apps and not self._reads):
             if rows or apps:
-                self.insert_frame(self.spark.createDataFrame(rows, schema) if rows else None, apps)
+                self.insert_frame(local_frame(self.spark, rows, schema) if rows else None, apps)
         elif self._reads:
             if apps:
                 raise NotImplementedError("an application version with a compare-and-set of rows on the "
                                           "public-API backend")
             self._commit_rows(rows, schema, removed)
         elif rows:
-            self.spark.createDataFrame(rows, schema).write.format("delta").mode("append").save(self.path)
+            local_frame(self.spark, rows, schema).write.format("delta").mode("append").save(self.path)
             self.inserted = len(rows)
         else:
             return self.empty_commit()
@@ -709,7 +701,7 @@ class SqlTransaction:
         for row in rows:
             values = dict(zip(order, row, strict=True))
             source_rows.append((*(values.get(n) for n in names), "n", None, None, False))
-        source = self.spark.createDataFrame(source_rows, control)
+        source = local_frame(self.spark, source_rows, control)
         fp = f"xxhash64({', '.join(f't.`{n}`' for n in names)})"
         first = f"`{names[0]}`"
         stale = f"raise_error('{STALE} of {self.path.replace(chr(39), '')}')"

@@ -16,6 +16,7 @@ from pyspark.sql.types import StructType
 
 from . import sql
 from .files import CommitMetrics, PartitionSummary, TableState
+from .local_data import is_connect_session
 from .retry import RetryPolicy, retrying
 from .rows import RowsChange, replace_rows
 from .transaction_protocol import TableTransaction
@@ -54,7 +55,7 @@ class SqlBackend:
     def plan_leaves(self, df: DataFrame) -> list[str]:
         """A Connect DataFrame's leaves from the client's own plan (none on a classic session:
         its plan lives in the JVM, which this backend does not reach)."""
-        return sql.plan_leaves(df) if sql.is_connect_session(df.sparkSession) else []
+        return sql.plan_leaves(df) if is_connect_session(df.sparkSession) else []
 
     def estimated_size(self, df: DataFrame) -> int | None:
         return None

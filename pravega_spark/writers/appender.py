@@ -19,10 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType, StringType
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from .. import _delta
 from .._delta import SESSION_CONF
@@ -89,6 +88,8 @@ HINT_REPLAY_LIMIT = 50
 
 # The application id under which a writer's write numbers are recorded in the events table's log.
 WRITER_APP_PREFIX = "pravega-writer/"
+# a write of one event from this process (``write_event``): the columns ``write_events`` reads
+EVENT_INPUT_SCHEMA = StructType([StructField("routing_key", StringType()), StructField("event", BinaryType())])
 
 
 @dataclass(frozen=True)
@@ -204,8 +205,7 @@ class Appender:
 
     def append_bytes(self, event: bytes, routing_key: str | None, write_number: int | None = None) -> WriteResult:
         """One event from this process, as a local relation whose size Spark knows (the small path)."""
-        df = self.session.createDataFrame(pa.table({"routing_key": pa.array([routing_key], pa.string()),
-                                                    "event": pa.array([bytes(event)], pa.binary())}))
+        df = _delta.local_frame(self.session, [(routing_key, bytes(event))], EVENT_INPUT_SCHEMA, arrow=True)
         return self.append(df, write_number=write_number)
 
     def routed(self, df: DataFrame, routing_key: str, event: str, order_by) -> DataFrame | list:
@@ -427,7 +427,7 @@ class Appender:
         what the MERGE inserts are known, so no query follows it."""
         rows, lengths = frame_small(events, segments, self.writer_id, datetime.now(timezone.utc), tails)
         # the server's clock stamps the rows, as it does the DataFrame path's
-        placed = (self.session.createDataFrame(rows, EVENTS_SCHEMA)
+        placed = (_delta.local_frame(self.session, rows, EVENTS_SCHEMA)
                   .withColumn("write_time", F.current_timestamp())
                   .select(*EVENTS_SCHEMA.fieldNames()))
         return placed, lengths

@@ -67,7 +67,7 @@ from ..store.schema import (
     MARKS_SEGMENT,
     RECORD_STAGED,
 )
-from .appender import WriteResult, pending_file
+from .appender import EVENT_INPUT_SCHEMA, WriteResult, pending_file
 from .event_writer import EventStreamWriter
 from .routing import PendingFile
 from .transaction_state import (  # noqa: F401 - re-exported: callers import them from here
@@ -162,8 +162,8 @@ class Transaction:
     # ---- writes ------------------------------------------------------------------------------
     def write_event(self, event: bytes | bytearray | str, routing_key: str | None = None) -> int:
         """Stage one event (``str`` is UTF-8 encoded); see ``write_events``."""
-        df = self._writer._appender.session.createDataFrame([(routing_key, _as_bytes(event))],
-                                                           "routing_key string, event binary")
+        df = _delta.local_frame(self._writer._appender.session, [(routing_key, _as_bytes(event))],
+                                EVENT_INPUT_SCHEMA, arrow=True)
         return self.write_events(df)
 
     def write_events(self, df: DataFrame, routing_key: str = "routing_key", event: str = "event",

@@ -7,6 +7,8 @@ of the tier and after the last.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 
 
@@ -22,3 +24,22 @@ def no_jvm_in_this_process():
     assert_no_jvm()
     yield
     assert_no_jvm()
+
+
+@contextmanager
+def relations_sent_ahead(spark):
+    """The sizes of the local relations this client sends ahead of its queries, for the server to
+    cache until the session ends (Spark Connect's ``createDataFrame`` at or above the server's
+    ``localRelationCacheThreshold``). A spy: the real upload still happens."""
+    client = spark.client
+    real, sent = client.cache_artifacts, []
+
+    def counted(blobs):
+        sent.append(sum(len(b) for b in blobs))
+        return real(blobs)
+
+    client.cache_artifacts = counted
+    try:
+        yield sent
+    finally:
+        del client.cache_artifacts

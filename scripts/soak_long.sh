@@ -3,7 +3,8 @@
 # events, retention with vacuum, reader groups, streaming, key-value tables) ROUNDS times (default 3)
 # in a row on ONE long-lived session, each round on new stores, with the live heap after each
 # round and a verdict (tests/soak_long.py): first one classic local session, then one Spark Connect
-# server with CONNECT_SERVER_MEMORY (default 1g). Not part of `make test`.
+# server with CONNECT_SERVER_MEMORY (default 1g). Not part of `make test`. PYTEST_ARGS="--histograms DIR"
+# also writes the JVM's class histogram after each round (round-N.txt), to diff what stayed.
 # Usage: ROUNDS=N scripts/soak_long.sh [classic|connect|all] [pytest args...]
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -54,6 +54,9 @@ class Rounds:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session, config, items) -> None:
         self.per_round = len(items)
+        if len(items) == 1 and self.rounds > 1:  # pytest cannot run one item object twice in a row
+            raise pytest.UsageError("soak-long repeats the scenarios collected; one scenario alone cannot "
+                                    "follow itself: select at least two")
         items[:] = list(items) * self.rounds
 
     def pytest_runtest_logreport(self, report) -> None:

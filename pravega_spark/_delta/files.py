@@ -243,6 +243,17 @@ def arrow_type(spark_type):
     raise TypeError(f"no Arrow type for {spark_type}")
 
 
+def arrow_table(rows: Sequence[tuple], fields: Sequence):
+    """``rows`` (tuples in ``fields``' order; Spark ``StructField``s) as a pyarrow table of the
+    types Spark reads back as the fields' (``arrow_type``)."""
+    import pyarrow as pa
+
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in fields]
+    arrow_schema = pa.schema([pa.field(f.name, arrow_type(f.dataType)) for f in fields])
+    return pa.table([pa.array(list(c), type=t.type) for c, t in zip(columns, arrow_schema, strict=True)],
+                    schema=arrow_schema)
+
+
 def parquet_bytes(rows: Sequence[tuple], fields: Sequence, stats_columns: Sequence[str] = ()) -> tuple[memoryview, dict]:
     """``rows`` (tuples in ``fields``' order; Spark ``StructField``s) encoded as one Parquet file
     with pyarrow, and its statistics in Delta's form (record count; min, max and null count of
@@ -250,13 +261,10 @@ def parquet_bytes(rows: Sequence[tuple], fields: Sequence, stats_columns: Sequen
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in fields]
-    arrow_schema = pa.schema([pa.field(f.name, arrow_type(f.dataType)) for f in fields])
-    table = pa.table([pa.array(list(c), type=t.type) for c, t in zip(columns, arrow_schema, strict=True)],
-                     schema=arrow_schema)
+    table = arrow_table(rows, fields)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="snappy")
-    del table, columns
+    del table
     stats = {"numRecords": len(rows), "minValues": {}, "maxValues": {}, "nullCount": {}}
     for i, f in enumerate(fields):
         if f.name not in stats_columns:

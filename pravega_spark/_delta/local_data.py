@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from .files import arrow_type
+from .files import arrow_table
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +55,7 @@ def local_frame(spark: SparkSession, rows: Sequence[tuple], schema: StructType, 
     """
     if not is_connect_session(spark):
         if arrow:
-            columns = list(zip(*rows, strict=True)) if rows else [[] for _ in schema.fields]
-            return spark.createDataFrame(pa.table({f.name: pa.array(list(c), arrow_type(f.dataType))
-                                                   for f, c in zip(schema.fields, columns, strict=True)}))
+            return spark.createDataFrame(arrow_table(rows, schema.fields))
         return spark.createDataFrame(rows, schema)
     sizes = [row_size(r) for r in rows]
     limit = inline_limit(spark) if sum(sizes) >= ALWAYS_INLINE_BYTES else None

@@ -4,7 +4,10 @@
 # in a row on ONE long-lived session, each round on new stores, with the live heap after each
 # round and a verdict (tests/soak_long.py): first one classic local session, then one Spark Connect
 # server with CONNECT_SERVER_MEMORY (default 1g). Not part of `make test`. PYTEST_ARGS="--histograms DIR"
-# also writes the JVM's class histogram after each round (round-N.txt), to diff what stayed.
+# also writes the JVM's class histogram after each round (round-N.txt), to diff what stayed;
+# "--heap-dumps DIR" a heap dump (round-N.hprof), split between what Spark Connect's stopped
+# streaming queries alone hold and the rest (bench/hprof.py): the Connect leg always does (in its
+# temporary folder, unless given one), since Spark Connect keeps each stopped query for an hour.
 # Usage: ROUNDS=N scripts/soak_long.sh [classic|connect|all] [pytest args...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +36,6 @@ if [ "$which" = connect ] || [ "$which" = all ]; then
   remote="$(scripts/connect_server.sh start | sed -n 's/^SPARK_REMOTE=//p')"
   echo "[soak-long] Spark Connect server ${CONNECT_SERVER_MEMORY:-1g} heap, SPARK_REMOTE=$remote: ${rounds} rounds"
   SPARK_REMOTE="$remote" "$PY" -m pytest -p tests.soak_long --rounds "$rounds" -q -p no:cacheprovider \
-    -m "connect and not soak and not process" "${FEATURES[@]}" tests/connect "$@" || status=$?
+    -m "connect and not soak and not process" --heap-dumps "$dir/dumps" "${FEATURES[@]}" tests/connect "$@" || status=$?
 fi
 exit $status

@@ -29,6 +29,9 @@ def pytest_addoption(parser) -> None:
     group.addoption("--histograms", default=None,
                     help="a folder: after each round also write the JVM's class histogram there (round-N.txt), "
                          "to diff what stayed")
+    group.addoption("--heap-dumps", default=None,
+                    help="a folder: after each round also dump the JVM's heap there (round-N.hprof) and split its "
+                         "live heap between Spark Connect's stopped streaming queries and the rest (bench/hprof.py)")
 
 
 class Rounds:
@@ -41,6 +44,7 @@ class Rounds:
         self.pending: list[str] = []
         self.failed: list[set[str]] = []
         self.heaps: list[float] = []
+        self.rest: list[float] = []  # from the heap dumps: the live heap less the stopped streaming queries
         self.lines: list[str] = []
 
     def write(self, line: str) -> None:
@@ -94,6 +98,26 @@ class Rounds:
         failed = len(self.failed[number - 1]) if len(self.failed) >= number else 0
         self.pending.append(f"[soak-long] {where} round {number}/{self.rounds}: {self.per_round} scenarios, {failed} failed, "
                    f"live heap {heap:.0f} MiB")
+        folder = self.config.getoption("heap_dumps")
+        if folder:
+            self.pending.append(self.split_heap(pid, Path(folder, f"round-{number}.hprof")))
+
+    def split_heap(self, pid: int, path: Path) -> str:
+        """Dump the heap to ``path`` and split it: what Spark Connect's stopped-query cache alone
+        holds (a stopped query is kept an hour, not a setting) and the rest."""
+        import subprocess
+
+        from bench.hprof import STREAMING_QUERY, STREAMING_QUERY_CACHE, HeapDump
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
+        subprocess.run(["jcmd", str(pid), "GC.heap_dump", str(path.resolve())], check=True, capture_output=True,
+                       timeout=600)
+        heap = HeapDump(str(path))
+        live, queries = heap.live_mib(), heap.retained_mib(STREAMING_QUERY_CACHE)
+        self.rest.append(live - queries)
+        return (f"[soak-long]   heap dump: {live:.0f} MiB reachable; Spark Connect's stopped-query cache holds "
+                f"{queries:.0f} MiB ({len(heap.instances(STREAMING_QUERY))} queries); the rest {live - queries:.0f} MiB")
 
     def verdict(self) -> tuple[bool, str]:
         limit = self.heaps[0] * (1 + self.config.getoption("heap_growth")) if self.heaps else 0.0
@@ -102,6 +126,11 @@ class Rounds:
         text = (f"[soak-long] verdict: {'HOLDS' if held else 'FAILS'}: live heap "
                 + " -> ".join(f"{h:.0f}" for h in self.heaps)
                 + f" MiB (last round at most {limit:.0f}), {failures} scenario runs failed")
+        if self.rest:
+            text += ("\n[soak-long] without the stopped-query cache (heap dumps): "
+                     + " -> ".join(f"{h:.0f}" for h in self.rest)
+                     + f" MiB (round 1 plus {self.config.getoption('heap_growth'):.0%}: "
+                       f"{self.rest[0] * (1 + self.config.getoption('heap_growth')):.0f})")
         return held, text
 
     def pytest_sessionfinish(self, session, exitstatus) -> None:

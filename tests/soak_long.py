@@ -134,6 +134,8 @@ class Rounds:
         return held, text
 
     def pytest_sessionfinish(self, session, exitstatus) -> None:
+        if exitstatus == pytest.ExitCode.USAGE_ERROR:  # no round ran: the error says why
+            return
         held, text = self.verdict()
         self.write(text)
         report = self.config.getoption("heap_report")

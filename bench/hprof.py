@@ -57,7 +57,8 @@ class HeapDump:
         self._super: dict[int, int] = {}
         self._fields: dict[int, list[tuple[int, int]]] = {}
         self._statics: dict[int, list[tuple[str, int]]] = {}
-        self._layouts: dict[int, list[tuple[str, int]]] = {}
+        self._layouts: dict[int, list[tuple[str, int, int]]] = {}  # every field: (name, type, offset)
+        self._refs: dict[int, list[tuple[str, int]]] = {}  # strong reference fields: (name, offset)
         # (id, kind, size, where): kind is the class of an instance or an object array, 0 for a class,
         # -type for a primitive array; where is the file offset of an instance's fields or a
         # primitive array's elements (> 0), or of an object array's elements (< 0)
@@ -100,6 +101,7 @@ class HeapDump:
         self.graph = csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(count + 1, count + 1))
         self.root = count
         self._class_of_name: dict[str, list[int]] = {}
+        self._live: float | None = None  # bytes reachable from the roots, once asked
 
     def _read_heap(self, p, stop, objects, instances, src, dst) -> None:
         data = self._data
@@ -141,7 +143,7 @@ class HeapDump:
                 oid, _, cid, nbytes = struct.unpack_from(">QIQI", data, p)
                 p += 24
                 instances.append((oid, cid, p))
-                refs = sum(1 for _ in self._layout(cid))
+                refs = sum(1 for _, kind, _ in self._offsets(cid) if kind == 2)
                 objects.append((oid, cid, _aligned(12 + nbytes - 4 * refs), p))
                 p += nbytes
             elif sub == 0x22:  # an object array
@@ -162,23 +164,34 @@ class HeapDump:
             else:
                 raise ValueError(f"unknown heap dump record {sub:#x} at byte {p - 1}")
 
-    def _layout(self, cid: int) -> list[tuple[str, int]]:
-        """(name, byte offset) of the reference fields in an instance of class ``cid``."""
+    def _offsets(self, cid: int) -> list[tuple[str, int, int]]:
+        """(name, type, byte offset) of every field in an instance of class ``cid``: its own
+        fields first, then its superclasses', as the dump stores them."""
         if cid not in self._layouts:
-            refs, at, klass = [], 0, cid
+            fields, at, klass = [], 0, cid
             while klass:
-                weak = self.class_name(klass) == "java.lang.ref.Reference"
                 for name_id, kind in self._fields.get(klass, ()):
-                    if kind == 2:
-                        name = self._names.get(name_id, "?")
-                        if not (weak and name == "referent"):
-                            refs.append((name, at))
-                        at += 8
-                    else:
-                        at += _WIDTH[kind]
+                    fields.append((self._names.get(name_id, "?"), kind, at))
+                    at += _WIDTH.get(kind) or 8
                 klass = self._super.get(klass, 0)
-            self._layouts[cid] = refs
+            self._layouts[cid] = fields
         return self._layouts[cid]
+
+    def _layout(self, cid: int) -> list[tuple[str, int]]:
+        """(name, byte offset) of the strong reference fields in an instance of class ``cid`` (a
+        ``Reference``'s ``referent`` is not one)."""
+        if cid not in self._refs:
+            weak = self._is_reference(cid)
+            self._refs[cid] = [(name, at) for name, kind, at in self._offsets(cid)
+                               if kind == 2 and not (weak and name == "referent")]
+        return self._refs[cid]
+
+    def _is_reference(self, cid: int) -> bool:
+        while cid:
+            if self.class_name(cid) == "java.lang.ref.Reference":
+                return True
+            cid = self._super.get(cid, 0)
+        return False
 
     def class_name(self, cid: int) -> str:
         return self._names.get(self._class_name_id.get(cid, 0), f"?{cid:x}").replace("/", ".")
@@ -204,19 +217,24 @@ class HeapDump:
         found = breadth_first_order(graph, self.root, directed=True, return_predecessors=False)
         return found[found < self.root]
 
+    def _live_bytes(self, without: np.ndarray | None = None) -> float:
+        if without is None:
+            if self._live is None:
+                self._live = float(self.sizes[self._reachable()].sum())
+            return self._live
+        return float(self.sizes[self._reachable(without)].sum())
+
     def live_mib(self) -> float:
         """MiB reachable from the GC roots."""
-        return float(self.sizes[self._reachable()].sum()) / 2**20
+        return self._live_bytes() / 2**20
 
     def retained_mib(self, class_name: str) -> float:
         """MiB reachable only through the instances of ``class_name`` (their retained size)."""
-        rows = self.instances(class_name)
-        return (float(self.sizes[self._reachable()].sum()) - float(self.sizes[self._reachable(rows)].sum())) / 2**20
+        return (self._live_bytes() - self._live_bytes(self.instances(class_name))) / 2**20
 
     def retained_each_mib(self, class_name: str) -> list[tuple[int, float]]:
         """(row, MiB reachable only through it) for each instance of ``class_name``."""
-        total = float(self.sizes[self._reachable()].sum())
-        return [(int(row), (total - float(self.sizes[self._reachable(np.array([row]))].sum())) / 2**20)
+        return [(int(row), (self._live_bytes() - self._live_bytes(np.array([row]))) / 2**20)
                 for row in self.instances(class_name)]
 
     def field(self, row: int, name: str) -> int:
@@ -239,14 +257,8 @@ class HeapDump:
         return raw.decode("utf-16-be" if coder else "latin-1")
 
     def _byte_field(self, row: int, name: str) -> int:
-        at, klass = 0, int(self.kinds[row])
-        while klass:
-            for name_id, kind in self._fields.get(klass, ()):
-                if self._names.get(name_id) == name and kind in (4, 8):
-                    return self._data[int(self._where[row]) + at]
-                at += _WIDTH.get(kind) or 8
-            klass = self._super.get(klass, 0)
-        return 0
+        at = next((at for field, kind, at in self._offsets(int(self.kinds[row])) if field == name and kind in (4, 8)), None)
+        return 0 if at is None else self._data[int(self._where[row]) + at]
 
     def _label(self, row: int) -> str:
         kind = int(self.kinds[row])

@@ -5,7 +5,7 @@
 Spark Connect's server keeps every streaming query a client started, with its last plan, its
 sources and its sink, for an hour after the query stops (``SparkConnectStreamingQueryCache``'s
 ``stoppedQueryInactivityTimeout``: not a setting in Spark 4.1). This bench starts a Connect
-server of its own (``scripts/connect_server.sh``), then alternates two kinds of
+server of its own (``scripts/connect_server.sh``, 1 GiB as the soak's), then alternates two kinds of
 ``availableNow`` queries, each reading a table of its own into a Delta sink of its own (as a
 long-lived server sees them: new tables, not ones the log cache still holds):
 
@@ -35,15 +35,13 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=5, help="queries of each kind")
     parser.add_argument("--events", type=int, default=1000, help="rows or events in each query's source")
     args = parser.parse_args()
+    from bench._common import connect_server
+
+    os.environ.pop("SPARK_REMOTE", None)  # a server of its own: its heap is what is read
     with tempfile.TemporaryDirectory() as work:
-        env = dict(os.environ, CONNECT_SERVER_DIR=f"{work}/server", SPARK_LOCAL_IP="127.0.0.1")
-        started = subprocess.run(["bash", str(REPO / "scripts/connect_server.sh"), "start"], env=env, check=True,
-                                 capture_output=True, text=True).stdout
-        remote = started.strip().split("SPARK_REMOTE=")[-1]
-        try:
+        os.environ["CONNECT_SERVER_DIR"] = f"{work}/server"
+        with connect_server(memory="1g") as remote:
             run(remote, int(Path(work, "server", "pid").read_text()), work, args.queries, args.events)
-        finally:
-            subprocess.run(["bash", str(REPO / "scripts/connect_server.sh"), "stop"], env=env, check=False)
 
 
 def run(remote: str, pid: int, work: str, queries: int, events: int) -> None:

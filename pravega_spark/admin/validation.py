@@ -136,6 +136,11 @@ INVARIANTS: tuple[Invariant, ...] = (
               f"record_type = {RECORD_SEAL} AND segment_id >= 0 AND "
               "((sealed_size IS NOT NULL AND offset <> sealed_size) OR (sealed_size IS NULL AND NOT workflow_pending))",
               "a seal record sits at its segment's sealed size (or belongs to a scale or seal in progress)"),
+    Invariant("records_in_their_files", EVENTS,
+              f"segment_id >= 0 AND ((({_READABLE}) AND NOT data_file) "
+              f"OR (record_type IN ({RECORD_SEAL}, {RECORD_TRUNCATE}) AND data_file))",
+              "in a segment, events and chunks lie in data files (end_offset > base_offset) and control "
+              "records in files of their own (base_offset = end_offset): reads pick files by partition values"),
     Invariant("rows_in_stream_segments", EVENTS,
               "segment_id >= 0 AND NOT known_segment",
               "every row of a segment partition belongs to one of the stream's segments"),
@@ -286,7 +291,8 @@ def event_walk(events: DataFrame, *, readable_from: Mapping[int, int | None], se
             .when(record_type == RECORD_TRUNCATE, "truncate").otherwise("other"))
     rows = events.select("segment_id", "offset", "next_offset", "record_type", "event_offset",
                          F.coalesce(F.length("event"), F.lit(0)).cast("bigint").alias("payload_size"),
-                         F.expr(_READABLE).alias("readable"))
+                         F.expr(_READABLE).alias("readable"),
+                         (F.col("end_offset") > F.col("base_offset")).alias("data_file"))
     return rows.select(
         F.lit(EVENTS).alias("table"), kind.alias("kind"), "*",
         F.when((record_type == RECORD_EVENT) | first_chunk, HEADER_SIZE).otherwise(0).alias("header_size"),

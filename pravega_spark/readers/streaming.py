@@ -53,7 +53,6 @@ from ..errors import (
     UnsupportedOperationError,
 )
 from ..store import events_log, segment_ranges
-from ..store.schema import CHUNK_TYPES, RECORD_EVENT
 from ..store.store import stream_key
 from ..stream.record import StreamRecord
 from ..stream.segments import SegmentRecord, successors_with_predecessors
@@ -102,9 +101,9 @@ def source_options(max_bytes_per_trigger: int | str | None = None,
 
 def readable_events(raw: DataFrame) -> DataFrame:
     """The events view (absolute offsets) of a raw events-table DataFrame, keeping only real
-    segments' events and large-event chunks."""
-    types = ", ".join(str(t) for t in (RECORD_EVENT, *CHUNK_TYPES))
-    return raw.where(f"segment_id >= 0 AND record_type IN ({types})").selectExpr("segment_id", "base_offset + rel_offset AS offset", "base_offset + rel_next_offset AS next_offset",
+    segments' events and large-event chunks: the data files of segment partitions, chosen by
+    their partition values alone (``segment_ranges.DATA_FILES``: no row's ``record_type`` is read)."""
+    return raw.where(f"segment_id >= 0 AND {segment_ranges.DATA_FILES}").selectExpr("segment_id", "base_offset + rel_offset AS offset", "base_offset + rel_next_offset AS next_offset",
         "record_type", "routing_key", "event", "writer_id", "write_time",
         "base_offset + rel_event_offset AS event_offset")
 

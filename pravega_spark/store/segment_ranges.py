@@ -64,35 +64,64 @@ def segment_ranges(start: StreamCut, end: StreamCut,
     return out
 
 
+# In a segment's partitions a control record (seal, truncation) is a file of its own, whose
+# ``base_offset`` equals its ``end_offset`` (``segment_store.control_row``); every file with
+# ``end_offset > base_offset`` holds only events and large events' chunks (the validation suite's
+# ``records_in_their_files``). So a read picks its files by their partition values alone, reads no
+# ``record_type``, and filters rows only in the files that straddle one of its bounds.
+DATA_FILES = "end_offset > base_offset"
+
+
+def range_files(ranges: Sequence[SegmentRange]) -> tuple[str, str, str]:
+    """SQL conditions for reading ``ranges``: the files wholly inside them (partition values
+    only), the data files that straddle a bound (partition values only), and the rows of those
+    that lie inside (``""`` when no file can straddle: every range is a whole segment) (pure)."""
+    whole = sorted(int(r.segment_id) for r in ranges if r.start <= 0 and r.end is None)
+    inner = [f"segment_id IN ({', '.join(map(str, whole))})"] if whole else []
+    straddling, rows = [], []
+    for r in ranges:
+        if r.start <= 0 and r.end is None:
+            continue
+        sid = f"segment_id = {int(r.segment_id)}"
+        inside, outside, row = [sid], [], [sid]
+        if r.start > 0:
+            inside.append(f"base_offset >= {int(r.start)}")
+            outside.append(f"base_offset < {int(r.start)}")
+            row.append(f"offset >= {int(r.start)}")
+        if r.end is not None:
+            inside.append(f"end_offset <= {int(r.end)}")
+            outside.append(f"end_offset > {int(r.end)}")
+            row.append(f"offset < {int(r.end)}")
+        overlap = [sid] + ([f"end_offset > {int(r.start)}"] if r.start > 0 else []) + (
+            [f"base_offset < {int(r.end)}"] if r.end is not None else [])
+        inner.append("(" + " AND ".join(inside) + ")")
+        straddling.append("(" + " AND ".join(overlap) + " AND (" + " OR ".join(outside) + "))")
+        rows.append("(" + " AND ".join(row) + ")")
+    return " OR ".join(inner), " OR ".join(straddling), " OR ".join(rows)
+
+
 def filter_segment_ranges(events: DataFrame, *, ranges: Sequence[SegmentRange]) -> DataFrame:
     """Keeps the events and large-event chunks (not control records) inside ``ranges``.
 
-    ``events`` has the events view's columns (``segment_store.events_view``): its files are
-    pruned by their partition values, its rows by their absolute offsets."""
-    readable = f"record_type IN ({', '.join(str(t) for t in (RECORD_EVENT, *CHUNK_TYPES))})"
+    ``events`` has the events view's columns (``segment_store.events_view``). The files wholly
+    inside a range are read whole (no row filter, no column read but the caller's); only the
+    files that straddle a range's bound (at most two per segment) are filtered row by row, in a
+    second scan of the same snapshot. Both scans prune files by their partition values in the
+    log (``[base_offset, end_offset)`` covers a file's rows)."""
     if not ranges:
-        return events.where(F.expr(readable) & F.lit(False))
-    ids = f"segment_id IN ({', '.join(str(int(r.segment_id)) for r in ranges)})"
+        return events.where(F.lit(False))
     if len(ranges) <= MAX_RANGES_IN_FILTER:
-        # files are pruned by their partition values ([base_offset, end_offset) covers a file's
-        # rows: the log alone says which files a range needs), rows by their absolute offset.
         # Written as SQL text: one expression to parse instead of a py4j call per operator.
-        files, rows = [], []
-        for r in ranges:
-            f = c = [f"segment_id = {int(r.segment_id)}"]
-            if r.start > 0:
-                f = f + [f"end_offset > {int(r.start)}"]
-                c = c + [f"offset >= {int(r.start)}"]
-            if r.end is not None:
-                f = f + [f"base_offset < {int(r.end)}"]
-                c = c + [f"offset < {int(r.end)}"]
-            files.append("(" + " AND ".join(f) + ")")
-            rows.append("(" + " AND ".join(c) + ")")
-        return events.where(F.expr(f"{readable} AND {ids} AND ({' OR '.join(files)}) AND ({' OR '.join(rows)})"))
+        inner, straddling, rows = range_files(ranges)
+        out = events.where(F.expr(f"{DATA_FILES} AND ({inner})"))
+        if straddling:
+            out = out.unionByName(events.where(F.expr(f"{DATA_FILES} AND ({straddling}) AND ({rows})")))
+        return out
     spark = events.sparkSession
     bounds = spark.createDataFrame([(r.segment_id, r.start, r.end) for r in ranges],
                                    "__sid long, __lo long, __hi long")
-    return (events.where(F.expr(f"{readable} AND {ids}"))
+    ids = f"segment_id IN ({', '.join(str(int(r.segment_id)) for r in ranges)})"
+    return (events.where(F.expr(f"{DATA_FILES} AND {ids}"))
             .join(F.broadcast(bounds), F.col("segment_id") == F.col("__sid"))
             .where((F.col("offset") >= F.col("__lo"))
                    & (F.col("__hi").isNull() | (F.col("offset") < F.col("__hi"))))

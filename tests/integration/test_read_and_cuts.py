@@ -123,15 +123,42 @@ def test_reads_below_head_raise_truncated(spark):
 
 
 def test_filter_segment_ranges_is_a_pure_transformation(spark):
-    # the events view's columns: each row here its own file ([base_offset, end_offset])
+    # the events view's columns: files of three 9-byte events ([base_offset, end_offset)), and a
+    # seal record in a file of its own (base = end); segment 1's rows are never asked for
+    def rows(sid, base):
+        return [(sid, o, o + 9, 0, "k", b"x", "w", datetime(2026, 1, 1), o, base, base + 27)
+                for o in range(base, base + 27, 9)]
     events = spark.createDataFrame(
-        [(0, o, o + 9, 0, "k", b"x", "w", datetime(2026, 1, 1), o, o + 9) for o in range(0, 90, 9)]
-        + [(0, 90, 90, 1, None, None, None, datetime(2026, 1, 1), 90, 90)],
+        rows(0, 0) + rows(0, 27) + rows(0, 54) + rows(1, 0)
+        + [(0, 81, 81, 1, None, None, None, datetime(2026, 1, 1), None, 81, 81)],
         "segment_id long, offset long, next_offset long, record_type int, routing_key string, "
-        "event binary, writer_id string, write_time timestamp, base_offset long, end_offset long")
-    got = events.transform(filter_segment_ranges, ranges=[SegmentRange(0, 18, 45)])
-    assert [r.offset for r in got.orderBy("offset").collect()] == [18, 27, 36]
-    assert events.transform(filter_segment_ranges, ranges=[SegmentRange(0, 0, None)]).count() == 10
+        "event binary, writer_id string, write_time timestamp, event_offset long, base_offset long, "
+        "end_offset long")
+
+    def read(*ranges):
+        return [(r.segment_id, r.offset) for r in
+                events.transform(filter_segment_ranges, ranges=list(ranges)).orderBy("segment_id", "offset").collect()]
+
+    # bounds inside files: the straddling files' rows are filtered, the inner file read whole
+    assert read(SegmentRange(0, 9, 63)) == [(0, o) for o in (9, 18, 27, 36, 45, 54)]
+    assert read(SegmentRange(0, 27, 54)) == [(0, o) for o in (27, 36, 45)]  # bounds at file edges
+    assert read(SegmentRange(0, 30, 40)) == [(0, 36)]  # both bounds in one file
+    assert read(SegmentRange(0, 60, None)) == [(0, 63), (0, 72)]  # the seal record never shows
+    assert read(SegmentRange(0, 0, None)) == [(0, o) for o in range(0, 81, 9)]
+    assert read(SegmentRange(0, 0, 18), SegmentRange(1, 9, None)) == [(0, 0), (0, 9), (1, 9), (1, 18)]
+    assert read() == []
+
+
+def test_range_files_need_no_row_filter_for_whole_segments():
+    from pravega_spark.store.segment_ranges import range_files
+
+    inner, straddling, rows = range_files([SegmentRange(3, 0, None), SegmentRange(1, 0, None)])
+    assert (inner, straddling, rows) == ("segment_id IN (1, 3)", "", "")
+    inner, straddling, rows = range_files([SegmentRange(0, 10, 20)])
+    assert inner == "(segment_id = 0 AND base_offset >= 10 AND end_offset <= 20)"
+    assert straddling == ("(segment_id = 0 AND end_offset > 10 AND base_offset < 20 "
+                          "AND (base_offset < 10 OR end_offset > 20))")
+    assert rows == "(segment_id = 0 AND offset >= 10 AND offset < 20)"
 
 
 def test_ranges_ending_at_the_tail_read_at_its_version_are_open_ended():

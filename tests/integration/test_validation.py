@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 import pravega_spark as ps
 from pravega_spark.admin.validation import INVARIANTS, KV_ENTRIES, epoch_rows, segment_rows
-from pravega_spark.store.schema import EVENTS_SCHEMA, RECORD_CHUNK_END, RECORD_EVENT, RECORD_STAGED
+from pravega_spark.store.schema import EVENTS_SCHEMA, RECORD_CHUNK_END, RECORD_EVENT, RECORD_SEAL, RECORD_STAGED
 
 MIB = 1024 * 1024
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -77,9 +77,9 @@ def test_every_expectation_holds_on_a_stream_that_went_through_everything(spark,
     assert counts["chunk"] == 3 and 1 <= counts["staged"] <= 3 and counts["seal"] == 1 and counts["truncate"] >= 1
     assert counts["subscriber"] == 1 and counts["retention_record"] == 2 and counts["watermark"] == 2
     assert counts["epochs"] == 2 and counts["segment"] == 4 and counts["epoch_member"] == 5
-    assert repr(result).startswith("StreamValidation(iot/sensors, success=True, 19 expectations")
+    assert repr(result).startswith("StreamValidation(iot/sensors, success=True, 20 expectations")
     table = result.to_df(spark)
-    assert table.count() == 19 and table.where("success").count() == 19
+    assert table.count() == 20 and table.where("success").count() == 20
     index = result.to_html(str(tmp_path / "docs"))
     assert index.endswith("index.html") and (tmp_path / "docs" / "index.html").is_file()
     assert list((tmp_path / "docs" / "validations").rglob("*.html"))
@@ -137,6 +137,14 @@ def _staged_row_made_readable(spark, m):
         {"record_type": F.lit(RECORD_EVENT)})
 
 
+def _seal_record_in_a_data_file(spark, m):
+    """The seal record's file claims a byte: a read picking data files by partition values
+    would return it as an event."""
+    DeltaTable.forPath(spark, _events_path(m)).update(
+        (F.col("record_type") == RECORD_SEAL) & (F.col("segment_id") >= 0),
+        {"end_offset": F.col("end_offset") + 1})
+
+
 def _orphan_chunks(spark, m):
     """The large event loses its last chunk: its other chunks are left without an end."""
     DeltaTable.forPath(spark, _events_path(m)).delete(F.col("record_type") == RECORD_CHUNK_END)
@@ -158,6 +166,7 @@ def _subscriber_behind_head(spark, m):
     (_epoch_hole, "epoch_covers_key_space"),
     (_staged_row_made_readable, "staged_data_hidden"),
     (_orphan_chunks, "large_events_complete"),
+    (_seal_record_in_a_data_file, "records_in_their_files"),
     (_subscriber_behind_head, "subscriber_cuts_not_behind_head"),
 ], ids=lambda v: v if isinstance(v, str) else v.__name__.strip("_"))
 def test_each_corruption_fails_its_own_expectation_and_only_it(spark, rich, corrupt, expectation):

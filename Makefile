@@ -6,7 +6,7 @@
 # the AWS SDK bundle, S3Proxy) when it starts; the Connect tier needs nothing more.
 PY := .venv/bin/python
 
-.PHONY: setup demo pictures test test-fast test-unit test-cluster test-s3 test-connect lint bench soak soak-long
+.PHONY: setup demo pictures test test-fast test-unit test-cluster test-s3 test-connect lint bench bench-reads soak soak-long
 
 setup:
 	@bash scripts/setup.sh dev
@@ -57,3 +57,8 @@ lint: setup
 
 bench: setup
 	$(PY) bench/append_read.py
+
+# issue #50's table: every read against a plain Delta read of the same rows, classic then over Connect
+bench-reads: setup
+	$(PY) bench/reads.py
+	$(PY) bench/reads.py --connect

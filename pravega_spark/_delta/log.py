@@ -34,15 +34,26 @@ def listed_files(spark: SparkSession, snap) -> list | None:
     return actions.entries(spark.sparkContext._jvm, checksum.get().allFiles().get())
 
 
+# The files of the last versions asked for (a version of a table never changes): turning a
+# checksum file's list into Python costs about a millisecond per file.
+_LISTED: dict[tuple[str, str, int], tuple | None] = {}
+_LISTED_LIMIT = 32
+
+
 def table_state(spark: SparkSession, path: str, version: int | None = None) -> TableState:
     """The table's latest version (or ``version``): its number, id and, when its checksum file
-    lists them, its files."""
+    lists them, its files (kept for the last few versions asked for)."""
     snap = snapshot(spark, path, version)
     number = int(snap.version())
     if number < 0:
         return TableState(number, None, None)
-    files = listed_files(spark, snap)
-    return TableState(number, str(snap.metadata().id()), None if files is None else tuple(files))
+    key = (path, str(snap.metadata().id()), number)
+    if key not in _LISTED:
+        files = listed_files(spark, snap)
+        if len(_LISTED) >= _LISTED_LIMIT:
+            _LISTED.pop(next(iter(_LISTED)))
+        _LISTED[key] = None if files is None else tuple(files)
+    return TableState(number, key[1], _LISTED[key])
 
 
 def latest(spark: SparkSession, path: str) -> tuple[int, str]:

@@ -22,7 +22,9 @@ def read_events(controller: Controller, scope: str, stream: str, start: CutOrNam
     Requests before the scan: the stream's row and segments; with ``"latest"`` the events
     table's version and one summary of its segments at that version (the tail and the chunk
     check both come from it); between two bounded cuts nothing more once this process has
-    read them (boundaries and the chunk answer are facts of data that never changes)."""
+    read them (boundaries and the chunk answer are facts of data that never changes). When a
+    range has a bound, the files of the version read, if its log lists them (classic: a look at
+    the checksum file, kept per version): a bound at a file's edge then needs no row filter."""
     store = controller.store
     record, records = controller.settled_with_segments(scope, stream)
     version = None
@@ -40,11 +42,16 @@ def read_events(controller: Controller, scope: str, stream: str, start: CutOrNam
         ranges = segment_ranges.segment_ranges(start_cut, end_cut, records)
         if version is not None and (end == "latest" or (isinstance(end, StreamCut) and end.is_unbounded)):
             ranges = segment_ranges.open_ended_at_tail(ranges, end_cut)  # the events are read at the tail's version
-        events = store.events(scope, stream, version).transform(segment_ranges.filter_segment_ranges, ranges=ranges)
-        # chunk assembly costs a second scan of the range: only when a large event may be in it
-        # (the data between two bounded cuts never changes: its answer is kept; with "latest",
-        # ``version`` is pinned)
+        # (the data between two bounded cuts never changes: its chunk answer is kept)
         fixed = (record.creation_time, tuple(ranges)) if version is None else None
+        extents = None
+        if any(r.start > 0 or r.end is not None for r in ranges):
+            # a bound inside a file needs a row filter there: the files, if the log lists them
+            # (the read is then pinned at that version)
+            version, extents = store.data_files(scope, stream, version)
+        events = store.events(scope, stream, version).transform(segment_ranges.filter_segment_ranges, ranges=ranges,
+                                                                extents=extents)
+        # chunk assembly costs a second scan of the range: only when a large event may be in it
         if store.may_hold_chunks(scope, stream, [r.segment_id for r in ranges], version, fixed):
             events = events.transform(assemble_large_events)
     return events.transform(segment_ranges.select_read_columns, scope=scope, stream=stream)

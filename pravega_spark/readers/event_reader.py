@@ -334,8 +334,11 @@ class EventStreamReader:
         for stream in sorted(versions):
             scope, name = stream.split("/")
             mine = [segment_ranges.SegmentRange(sid, lo, hi) for (s, sid), (lo, hi) in sorted(ranges.items()) if s == stream]
-            version = versions.get(stream)
-            events = store.events(scope, name, version).transform(segment_ranges.filter_segment_ranges, ranges=mine)
+            # the files at the surveyed version, if the log lists them: a range from a position
+            # at a file's edge to the tail is then read with no row filter
+            version, extents = store.data_files(scope, name, versions.get(stream))
+            events = store.events(scope, name, version).transform(segment_ranges.filter_segment_ranges, ranges=mine,
+                                                                 extents=extents)
             if mine and store.may_hold_chunks(scope, name, [r.segment_id for r in mine], version):
                 events = events.transform(assemble_large_events)
             parts.append(events.transform(segment_ranges.select_read_columns, scope=scope, stream=name))

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -68,55 +68,68 @@ def segment_ranges(start: StreamCut, end: StreamCut,
 # ``base_offset`` equals its ``end_offset`` (``segment_store.control_row``); every file with
 # ``end_offset > base_offset`` holds only events and large events' chunks (the validation suite's
 # ``records_in_their_files``). So a read picks its files by their partition values alone, reads no
-# ``record_type``, and filters rows only in the files that straddle one of its bounds.
+# ``record_type``, and filters rows only where a file may straddle one of its bounds.
 DATA_FILES = "end_offset > base_offset"
+_NO_END = 2**63 - 1
+
+Extents = Mapping[int, Sequence[tuple[int, int]]]  # per segment, its data files' [base_offset, end_offset)
 
 
-def range_files(ranges: Sequence[SegmentRange]) -> tuple[str, str, str]:
-    """SQL conditions for reading ``ranges``: the files wholly inside them (partition values
-    only), the data files that straddle a bound (partition values only), and the rows of those
-    that lie inside (``""`` when no file can straddle: every range is a whole segment) (pure)."""
+def straddled(r: SegmentRange, extents: Extents | None) -> bool:
+    """Whether a data file of ``r``'s segment holds offsets on both sides of one of its bounds
+    (True when the files are not known) (pure)."""
+    if extents is None:
+        return r.start > 0 or r.end is not None
+    bounds = [b for b in (r.start, r.end) if b is not None and b > 0]
+    return any(base < b < end for base, end in extents.get(r.segment_id, ()) for b in bounds)
+
+
+def range_filters(ranges: Sequence[SegmentRange], extents: Extents | None = None) -> tuple[str, str]:
+    """SQL conditions reading ``ranges``: on the files (partition values only: every data file
+    that overlaps a range) and on the rows (``""`` when no file straddles a bound: the files
+    hold only rows inside, and nothing is read or evaluated per row). ``extents``: each segment's
+    data files at the version read, when known; unknown, every bounded range is filtered row by
+    row (pure)."""
     whole = sorted(int(r.segment_id) for r in ranges if r.start <= 0 and r.end is None)
-    inner = [f"segment_id IN ({', '.join(map(str, whole))})"] if whole else []
-    straddling, rows = [], []
+    files = [f"segment_id IN ({', '.join(map(str, whole))})"] if whole else []
+    plain, lows, highs = list(whole), {}, {}
     for r in ranges:
         if r.start <= 0 and r.end is None:
             continue
-        sid = f"segment_id = {int(r.segment_id)}"
-        inside, outside, row = [sid], [], [sid]
-        if r.start > 0:
-            inside.append(f"base_offset >= {int(r.start)}")
-            outside.append(f"base_offset < {int(r.start)}")
-            row.append(f"offset >= {int(r.start)}")
-        if r.end is not None:
-            inside.append(f"end_offset <= {int(r.end)}")
-            outside.append(f"end_offset > {int(r.end)}")
-            row.append(f"offset < {int(r.end)}")
-        overlap = [sid] + ([f"end_offset > {int(r.start)}"] if r.start > 0 else []) + (
+        sid = int(r.segment_id)
+        overlap = [f"segment_id = {sid}"] + ([f"end_offset > {int(r.start)}"] if r.start > 0 else []) + (
             [f"base_offset < {int(r.end)}"] if r.end is not None else [])
-        inner.append("(" + " AND ".join(inside) + ")")
-        straddling.append("(" + " AND ".join(overlap) + " AND (" + " OR ".join(outside) + "))")
-        rows.append("(" + " AND ".join(row) + ")")
-    return " OR ".join(inner), " OR ".join(straddling), " OR ".join(rows)
+        files.append("(" + " AND ".join(overlap) + ")")
+        if straddled(r, extents):
+            lows[sid], highs[sid] = max(int(r.start), 0), _NO_END if r.end is None else int(r.end)
+        else:
+            plain.append(sid)
+    if not lows:
+        return " OR ".join(files), ""
+    # the bounds as two map lookups: one small expression however many segments are filtered
+    # (an OR chain of them outgrows the 64 KB of generated code Spark compiles)
+    def lookup(bounds):
+        return f"try_element_at(map({', '.join(f'{k}L, {v}L' for k, v in sorted(bounds.items()))}), segment_id)"
+    rows = f"offset >= {lookup(lows)} AND offset < {lookup(highs)}"
+    if plain:
+        rows = f"segment_id IN ({', '.join(map(str, sorted(plain)))}) OR ({rows})"
+    return " OR ".join(files), rows
 
 
-def filter_segment_ranges(events: DataFrame, *, ranges: Sequence[SegmentRange]) -> DataFrame:
+def filter_segment_ranges(events: DataFrame, *, ranges: Sequence[SegmentRange],
+                          extents: Extents | None = None) -> DataFrame:
     """Keeps the events and large-event chunks (not control records) inside ``ranges``.
 
-    ``events`` has the events view's columns (``segment_store.events_view``). The files wholly
-    inside a range are read whole (no row filter, no column read but the caller's); only the
-    files that straddle a range's bound (at most two per segment) are filtered row by row, in a
-    second scan of the same snapshot. Both scans prune files by their partition values in the
-    log (``[base_offset, end_offset)`` covers a file's rows)."""
+    ``events`` has the events view's columns (``segment_store.events_view``). Its files are
+    chosen by their partition values in the log (``[base_offset, end_offset)`` covers a file's
+    rows); rows are filtered only in the segments where a file may straddle a bound (``extents``:
+    each segment's data files at the version read, when known; see ``range_filters``)."""
     if not ranges:
         return events.where(F.lit(False))
     if len(ranges) <= MAX_RANGES_IN_FILTER:
         # Written as SQL text: one expression to parse instead of a py4j call per operator.
-        inner, straddling, rows = range_files(ranges)
-        out = events.where(F.expr(f"{DATA_FILES} AND ({inner})"))
-        if straddling:
-            out = out.unionByName(events.where(F.expr(f"{DATA_FILES} AND ({straddling}) AND ({rows})")))
-        return out
+        files, rows = range_filters(ranges, extents)
+        return events.where(F.expr(f"{DATA_FILES} AND ({files})" + (f" AND ({rows})" if rows else "")))
     spark = events.sparkSession
     bounds = spark.createDataFrame([(r.segment_id, r.start, r.end) for r in ranges],
                                    "__sid long, __lo long, __hi long")

@@ -97,6 +97,24 @@ class SegmentStore:
         """The events table (at ``version``) with absolute offsets: ``EVENTS_VIEW_COLUMNS``."""
         return events_view(self.backend.read(self.events_path(scope, stream), version))
 
+    def data_files(self, scope: str, stream: str, version: int | None = None
+                   ) -> tuple[int | None, dict[int, list[tuple[int, int]]] | None]:
+        """The events table's version to read (``version``, else the latest) and each segment's
+        data files there (``[base_offset, end_offset)``, control records' files left out), when
+        the log lists them without a Spark job; else ``(version, None)``, asking nothing of a
+        backend that reads no log."""
+        if not self.backend.reads_log_changes:
+            return version, None
+        state = self.backend.table_state(self.events_path(scope, stream), version)
+        if state.files is None:
+            return version, None
+        extents: dict[int, list[tuple[int, int]]] = {}
+        for f in state.files:
+            sid, base, end = (f.int_partition(c) for c in EVENTS_PARTITIONS)
+            if sid >= 0 and end > base:
+                extents.setdefault(sid, []).append((base, end))
+        return state.version, extents
+
     def events_version(self, scope: str, stream: str) -> int:
         return self.backend.version(self.events_path(scope, stream))
 

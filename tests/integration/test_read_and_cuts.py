@@ -135,9 +135,10 @@ def test_filter_segment_ranges_is_a_pure_transformation(spark):
         "event binary, writer_id string, write_time timestamp, event_offset long, base_offset long, "
         "end_offset long")
 
-    def read(*ranges):
-        return [(r.segment_id, r.offset) for r in
-                events.transform(filter_segment_ranges, ranges=list(ranges)).orderBy("segment_id", "offset").collect()]
+    def read(*ranges, extents=None):
+        return [(r.segment_id, r.offset) for r in events.transform(filter_segment_ranges, ranges=list(ranges),
+                                                                   extents=extents)
+                .orderBy("segment_id", "offset").collect()]
 
     # bounds inside files: the straddling files' rows are filtered, the inner file read whole
     assert read(SegmentRange(0, 9, 63)) == [(0, o) for o in (9, 18, 27, 36, 45, 54)]
@@ -147,18 +148,26 @@ def test_filter_segment_ranges_is_a_pure_transformation(spark):
     assert read(SegmentRange(0, 0, None)) == [(0, o) for o in range(0, 81, 9)]
     assert read(SegmentRange(0, 0, 18), SegmentRange(1, 9, None)) == [(0, 0), (0, 9), (1, 9), (1, 18)]
     assert read() == []
+    # with the files known, a range whose bounds are file edges reads them whole
+    extents = {0: [(0, 27), (27, 54), (54, 81)], 1: [(0, 27)]}
+    assert read(SegmentRange(0, 27, 54), extents=extents) == [(0, o) for o in (27, 36, 45)]
+    assert read(SegmentRange(0, 9, 63), extents=extents) == [(0, o) for o in (9, 18, 27, 36, 45, 54)]
 
 
-def test_range_files_need_no_row_filter_for_whole_segments():
-    from pravega_spark.store.segment_ranges import range_files
+def test_range_filters_filter_rows_only_where_a_file_may_straddle_a_bound():
+    from pravega_spark.store.segment_ranges import range_filters
 
-    inner, straddling, rows = range_files([SegmentRange(3, 0, None), SegmentRange(1, 0, None)])
-    assert (inner, straddling, rows) == ("segment_id IN (1, 3)", "", "")
-    inner, straddling, rows = range_files([SegmentRange(0, 10, 20)])
-    assert inner == "(segment_id = 0 AND base_offset >= 10 AND end_offset <= 20)"
-    assert straddling == ("(segment_id = 0 AND end_offset > 10 AND base_offset < 20 "
-                          "AND (base_offset < 10 OR end_offset > 20))")
-    assert rows == "(segment_id = 0 AND offset >= 10 AND offset < 20)"
+    files, rows = range_filters([SegmentRange(3, 0, None), SegmentRange(1, 0, None)])
+    assert (files, rows) == ("segment_id IN (1, 3)", "")  # whole segments: no row filter
+    extents = {0: [(0, 10), (10, 20), (20, 30)], 1: [(0, 15), (15, 30)]}
+    files, rows = range_filters([SegmentRange(0, 10, 20), SegmentRange(1, 10, None)], extents)
+    assert files == ("(segment_id = 0 AND end_offset > 10 AND base_offset < 20) OR "
+                     "(segment_id = 1 AND end_offset > 10)")
+    # segment 0's bounds are file edges; segment 1's start is inside its first file
+    assert rows == ("segment_id IN (0) OR (offset >= try_element_at(map(1L, 10L), segment_id) AND "
+                    f"offset < try_element_at(map(1L, {2**63 - 1}L), segment_id))")
+    assert range_filters([SegmentRange(0, 10, 20)], extents)[1] == ""  # bounds at edges: no row filter
+    assert range_filters([SegmentRange(0, 10, 20)])[1] != ""  # files unknown: rows filtered
 
 
 def test_ranges_ending_at_the_tail_read_at_its_version_are_open_ended():

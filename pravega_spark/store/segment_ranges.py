@@ -153,8 +153,13 @@ def segment_ends_at(events: DataFrame, segment_ids: Sequence[int], at: datetime)
 
 def select_read_columns(events: DataFrame, *, scope: str, stream: str) -> DataFrame:
     """The read schema: ``scope, stream, segment_id, offset, event, routing_key, writer_id, write_time``."""
-    values = {"scope": F.lit(scope), "stream": F.lit(stream)}
-    return events.select(*(values.get(c, F.col(c)).alias(c) for c in READ_COLUMNS))
+    values = {"scope": sql_string(scope), "stream": sql_string(stream)}
+    return events.selectExpr(*(f"{values[c]} AS {c}" if c in values else c for c in READ_COLUMNS))
+
+
+def sql_string(text: str) -> str:
+    """``text`` as a SQL string literal (one expression string: no py4j call per column)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def event_boundary_checker(events: DataFrame | None,

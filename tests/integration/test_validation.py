@@ -14,7 +14,13 @@ from pyspark.sql import functions as F
 
 import pravega_spark as ps
 from pravega_spark.admin.validation import INVARIANTS, KV_ENTRIES, epoch_rows, segment_rows
-from pravega_spark.store.schema import EVENTS_SCHEMA, RECORD_CHUNK_END, RECORD_EVENT, RECORD_SEAL, RECORD_STAGED
+from pravega_spark.store.schema import (
+    EVENTS_SCHEMA,
+    RECORD_CHUNK_END,
+    RECORD_EVENT,
+    RECORD_SEAL,
+    RECORD_STAGED,
+)
 
 MIB = 1024 * 1024
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

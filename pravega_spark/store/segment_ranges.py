@@ -84,36 +84,35 @@ def straddled(r: SegmentRange, extents: Extents | None) -> bool:
     return any(base < b < end for base, end in extents.get(r.segment_id, ()) for b in bounds)
 
 
+def _lookup(bounds: Mapping[int, int]) -> str:
+    """A segment's bound from a map literal: one small expression however many segments (an OR
+    chain of per-segment conditions outgrows the 64 KB of code Spark compiles per stage)."""
+    return f"try_element_at(map({', '.join(f'{k}L, {v}L' for k, v in sorted(bounds.items()))}), segment_id)"
+
+
 def range_filters(ranges: Sequence[SegmentRange], extents: Extents | None = None) -> tuple[str, str]:
     """SQL conditions reading ``ranges``: on the files (partition values only: every data file
     that overlaps a range) and on the rows (``""`` when no file straddles a bound: the files
     hold only rows inside, and nothing is read or evaluated per row). ``extents``: each segment's
     data files at the version read, when known; unknown, every bounded range is filtered row by
     row (pure)."""
-    whole = sorted(int(r.segment_id) for r in ranges if r.start <= 0 and r.end is None)
-    files = [f"segment_id IN ({', '.join(map(str, whole))})"] if whole else []
-    plain, lows, highs = list(whole), {}, {}
-    for r in ranges:
-        if r.start <= 0 and r.end is None:
-            continue
-        sid = int(r.segment_id)
-        overlap = [f"segment_id = {sid}"] + ([f"end_offset > {int(r.start)}"] if r.start > 0 else []) + (
-            [f"base_offset < {int(r.end)}"] if r.end is not None else [])
-        files.append("(" + " AND ".join(overlap) + ")")
-        if straddled(r, extents):
-            lows[sid], highs[sid] = max(int(r.start), 0), _NO_END if r.end is None else int(r.end)
-        else:
-            plain.append(sid)
-    if not lows:
-        return " OR ".join(files), ""
-    # the bounds as two map lookups: one small expression however many segments are filtered
-    # (an OR chain of them outgrows the 64 KB of generated code Spark compiles)
-    def lookup(bounds):
-        return f"try_element_at(map({', '.join(f'{k}L, {v}L' for k, v in sorted(bounds.items()))}), segment_id)"
-    rows = f"offset >= {lookup(lows)} AND offset < {lookup(highs)}"
+    ids = ", ".join(str(int(r.segment_id)) for r in sorted(ranges, key=lambda r: r.segment_id))
+    files = f"segment_id IN ({ids})"
+    bounded = [r for r in ranges if r.start > 0 or r.end is not None]
+    if not bounded:
+        return files, ""
+    lows = {int(r.segment_id): max(int(r.start), 0) for r in ranges}
+    highs = {int(r.segment_id): _NO_END if r.end is None else int(r.end) for r in ranges}
+    files += f" AND end_offset > {_lookup(lows)} AND base_offset < {_lookup(highs)}"
+    cut = {int(r.segment_id) for r in bounded if straddled(r, extents)}
+    if not cut:
+        return files, ""
+    rows = (f"offset >= {_lookup({k: v for k, v in lows.items() if k in cut})} AND "
+            f"offset < {_lookup({k: v for k, v in highs.items() if k in cut})}")
+    plain = sorted(set(lows) - cut)
     if plain:
-        rows = f"segment_id IN ({', '.join(map(str, sorted(plain)))}) OR ({rows})"
-    return " OR ".join(files), rows
+        rows = f"segment_id IN ({', '.join(map(str, plain))}) OR ({rows})"
+    return files, rows
 
 
 def filter_segment_ranges(events: DataFrame, *, ranges: Sequence[SegmentRange],
@@ -174,14 +173,18 @@ def event_boundary_checker(events: DataFrame | None,
     wanted = sorted((s, o) for s, o in positions if o > 0)
     found: set[tuple[int, int]] = set()
     if wanted:
-        cond, files = None, None
+        # the positions as maps from segment to offset (a segment's second position in a second
+        # map): only the files whose [base_offset, end_offset] holds one, then its rows
+        ranks: list[dict[int, int]] = []
         for s, o in wanted:
-            # only the files whose [base_offset, end_offset] holds o
-            f = (F.col("segment_id") == F.lit(s)) & (F.col("base_offset") <= F.lit(o)) & (F.col("end_offset") >= F.lit(o))
-            c = (F.col("segment_id") == F.lit(s)) & ((F.col("offset") == F.lit(o)) | (F.col("next_offset") == F.lit(o)))
-            cond = c if cond is None else cond | c
-            files = f if files is None else files | f
-        rows = (events.where(F.col("segment_id").isin([s for s, _ in wanted]) & files).where(cond)
+            free = next((m for m in ranks if s not in m), None)
+            if free is None:
+                ranks.append(free := {})
+            free[s] = o
+        files = " OR ".join(f"(base_offset <= {_lookup(m)} AND end_offset >= {_lookup(m)})" for m in ranks)
+        cond = " OR ".join(f"offset = {_lookup(m)} OR next_offset = {_lookup(m)}" for m in ranks)
+        ids = ", ".join(str(int(s)) for s in sorted({s for s, _ in wanted}))
+        rows = (events.where(f"segment_id IN ({ids}) AND ({files})").where(cond)
                 .select("segment_id", "offset", "next_offset", "record_type", "event_offset").collect())
         for r in rows:
             if r[3] not in CHUNK_TYPES or r[1] == r[4]:  # a large event starts at its first chunk

@@ -161,11 +161,12 @@ def test_range_filters_filter_rows_only_where_a_file_may_straddle_a_bound():
     assert (files, rows) == ("segment_id IN (1, 3)", "")  # whole segments: no row filter
     extents = {0: [(0, 10), (10, 20), (20, 30)], 1: [(0, 15), (15, 30)]}
     files, rows = range_filters([SegmentRange(0, 10, 20), SegmentRange(1, 10, None)], extents)
-    assert files == ("(segment_id = 0 AND end_offset > 10 AND base_offset < 20) OR "
-                     "(segment_id = 1 AND end_offset > 10)")
+    end = 2**63 - 1
+    assert files == ("segment_id IN (0, 1) AND end_offset > try_element_at(map(0L, 10L, 1L, 10L), segment_id) "
+                     f"AND base_offset < try_element_at(map(0L, 20L, 1L, {end}L), segment_id)")
     # segment 0's bounds are file edges; segment 1's start is inside its first file
     assert rows == ("segment_id IN (0) OR (offset >= try_element_at(map(1L, 10L), segment_id) AND "
-                    f"offset < try_element_at(map(1L, {2**63 - 1}L), segment_id))")
+                    f"offset < try_element_at(map(1L, {end}L), segment_id))")
     assert range_filters([SegmentRange(0, 10, 20)], extents)[1] == ""  # bounds at edges: no row filter
     assert range_filters([SegmentRange(0, 10, 20)])[1] != ""  # files unknown: rows filtered
 

@@ -20,7 +20,8 @@ On 4 segments, 5 appends of ``--events`` events of ~200 B, then 1,000 more (the 
     rows by a filter on ``round`` (a cost, ours s / raw; target <= 1.5x).
 On 64 segments and ~5,000 files (``--wide-appends`` appends of ``--wide-events``): the same three.
 Drain: ``read_stream`` (``availableNow``) of a stream of ``--drain-events`` events into a Delta sink
-vs Delta's ``readStream`` of the plain table into the same kind of sink (target >= 0.95x).
+vs Delta's ``readStream`` of the plain table into the same kind of sink (target >= 0.95x); on
+classic also both into ``ps.idempotent_delta_sink``, ours with ``head="sink"`` (reported).
 """
 
 from __future__ import annotations
@@ -122,28 +123,43 @@ def build(manager: ps.StreamManager, stream: str, segments: int, appends: int, e
     return pair
 
 
-def drain(manager: ps.StreamManager, stream: str, raw: str, events: int, root: str, rounds: int) -> None:
-    """``read_stream`` (head in the plan) vs Delta's ``readStream`` of the plain table, each
-    ``availableNow`` from a new checkpoint into a new Delta sink."""
+def drain(manager: ps.StreamManager, stream: str, raw: str, events: int, root: str, rounds: int,
+          connect: bool) -> None:
+    """``read_stream`` vs Delta's ``readStream`` of the plain table, each ``availableNow`` from a
+    new checkpoint: into a Delta sink (the head in the plan), then (classic only: over Connect a
+    ``foreachBatch`` function runs on the server) into ``ps.idempotent_delta_sink``, where the
+    library's sink applies the head (``head="sink"``)."""
     spark = manager.spark
+    columns = ("segment_id", "routing_key", "event")  # the same columns into both sinks
 
-    def run(name, frame):
+    def run(name, frame, library_sink):
         def go(r: int) -> Seconds:
             out = f"{root}/drain-{name}-{r}"
             begin = time.perf_counter()
-            (frame().writeStream.option("checkpointLocation", f"{out}/ck").trigger(availableNow=True)
-             .format("delta").start(f"{out}/sink").awaitTermination())
+            writer = frame().select(*columns).writeStream.option("checkpointLocation", f"{out}/ck")
+            writer = writer.trigger(availableNow=True)
+            if library_sink:
+                query = writer.foreachBatch(ps.idempotent_delta_sink(f"{out}/sink", f"bench-{name}-{r}")).start()
+            else:
+                query = writer.format("delta").start(f"{out}/sink")
+            query.awaitTermination()
             took = time.perf_counter() - begin
             rows = spark.read.format("delta").load(f"{out}/sink").count()
             assert rows == events, (name, rows)
             return Seconds(took)
         return go
 
-    columns = ("segment_id", "routing_key", "event")  # the same columns into both sinks
-    ours = run("ours", lambda: manager.read_stream(SCOPE, stream).select(*columns))
-    plain = run("raw", lambda: spark.readStream.format("delta").load(raw).select(*columns))
+    plain = lambda: spark.readStream.format("delta").load(raw)  # noqa: E731
     print(f"drain: {events:,} events, availableNow, into a Delta sink", flush=True)
-    alternate(("Delta readStream", plain), ("read_stream", ours), rounds=rounds, label="drain", targets=0.95)
+    alternate(("Delta readStream", run("raw", plain, False)),
+              ("read_stream", run("ours", lambda: manager.read_stream(SCOPE, stream), False)),
+              rounds=rounds, label="drain", targets=0.95)
+    if not connect:
+        print(f"drain: {events:,} events, availableNow, into ps.idempotent_delta_sink (foreachBatch)", flush=True)
+        alternate(("Delta readStream", run("raw-fb", plain, True)),
+                  ("read_stream head=sink", run("ours-fb", lambda: manager.read_stream(SCOPE, stream, head="sink"),
+                                                True)),
+                  rounds=rounds, label="drain foreachBatch", targets=0.95)
 
 
 def main(argv=None) -> int:
@@ -187,7 +203,7 @@ def run(a, connect: bool) -> int:
             "64 segments", a.rounds, connect, appends // 5, appends * 4 // 5)
     if "drain" in parts:
         pair = build(manager, "drain", 4, 1, a.drain_events - TAIL_EVENTS, a.size, root)
-        drain(manager, "drain", pair.raw, a.drain_events, root, a.rounds)
+        drain(manager, "drain", pair.raw, a.drain_events, root, a.rounds, connect)
     spark.stop()
     return 0
 

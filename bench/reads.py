@@ -18,7 +18,8 @@ On 4 segments, 5 appends of ``--events`` events of ~200 B, then 1,000 more (the 
     filter on ``round`` (target >= 1.0x classic, >= 0.9x over Connect);
   - the tail: ``read_events(cut, "latest")`` of the last 1,000 events, collected, vs the same
     rows by a filter on ``round`` (a cost, ours s / raw; target <= 1.5x).
-On 64 segments and ~5,000 files (``--wide-appends`` appends of ``--wide-events``): the same three.
+On 64 segments and ~5,000 files (``--wide-appends`` appends of ``--wide-events``, a file per segment
+each): the same three.
 Drain: ``read_stream`` (``availableNow``) of a stream of ``--drain-events`` events into a Delta sink
 vs Delta's ``readStream`` of the plain table into the same kind of sink (target >= 0.95x); on
 classic also both into ``ps.idempotent_delta_sink``, ours with ``head="sink"`` (reported).
@@ -166,7 +167,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--events", type=int, default=1_000_000, help="events per append (4 segments, 5 appends)")
     p.add_argument("--size", type=int, default=200)
-    p.add_argument("--wide-appends", type=int, default=70, help="appends to the 64-segment stream")
+    p.add_argument("--wide-appends", type=int, default=78, help="appends to the 64-segment stream")
     p.add_argument("--wide-events", type=int, default=15_000, help="events per append to the 64-segment stream")
     p.add_argument("--drain-events", type=int, default=1_000_000)
     p.add_argument("--rounds", type=int, default=5)

@@ -42,6 +42,18 @@ def test_read_between_cuts_across_a_scale(manager, spark, stream2):
     assert manager.read_events(scope, stream, start=cut2).count() == 12
     assert manager.read_events(scope, stream, start=cut2, end=cut2).count() == 0
     assert manager.size_between(scope, stream, cut1, cut2) == 24 * (8 + 4)
+    # a cut inside the files of 'b' (each write is one file per segment): the rows of those
+    # files are filtered by offset, the other files read whole
+    by_segment: dict[int, list[int]] = {}
+    for r in middle.where("event LIKE 'b%'").collect():
+        by_segment.setdefault(r.segment_id, []).append(r.offset)
+    inside = ps.StreamCut(f"{scope}/{stream}", {**cut1.positions, **{
+        sid: sorted(offs)[2] for sid, offs in by_segment.items() if len(offs) > 2}})
+    want = sorted(r.event.decode() for r in middle.collect()
+                  if r.segment_id not in inside.positions or r.offset >= inside.positions[r.segment_id])
+    assert 12 < len(want) < 24
+    assert sorted(r.event.decode() for r in manager.read_events(scope, stream, inside, cut2).collect()) == want
+    assert manager.read_events(scope, stream, cut1, inside).count() == 24 - len(want)
     assert manager.size_between(scope, stream) == manager.stream_info(scope, stream).size_bytes == 48 * 12
     # the DataFrame is pinned: later writes do not change it
     before = middle.count()

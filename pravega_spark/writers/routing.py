@@ -125,9 +125,13 @@ def with_absolute_offsets(df: DataFrame, tails: Mapping[int, int], *, order: Seq
     running = Window.partitionBy(segment).orderBy(*[F.col(c) for c in order]).rowsBetween(
         Window.unboundedPreceding, Window.currentRow)
     whole = Window.partitionBy(segment)
+    # each segment's tail from one map (a CASE nested per segment grows one level a segment:
+    # past ~45 segments a Spark Connect plan is too deep for protobuf to encode)
     base = F.lit(0).cast("long")
-    for sid, tail in sorted(tails.items()):
-        base = F.when(F.col(segment) == F.lit(int(sid)), F.lit(int(tail)).cast("long")).otherwise(base)
+    if tails:
+        by_segment = F.create_map(*[F.lit(int(v)).cast("long") for sid, tail in sorted(tails.items())
+                                    for v in (sid, tail)])
+        base = F.coalesce(F.try_element_at(by_segment, F.col(segment)), base)
     return (df.withColumn("rel_next_offset", F.sum(framed).over(running))
               .withColumn("rel_offset", F.col("rel_next_offset") - framed)
               .withColumn("base_offset", base)

@@ -79,6 +79,35 @@ def test_a_small_write_is_placed_by_this_process_at_the_offsets_a_reader_sees(sp
     check_key_order(event_rows)
 
 
+def test_a_dataframe_write_to_64_segments_and_a_read_from_a_cut_inside_its_files(spark, manager):
+    """At 64 segments (``routing.MAX_CASE_SEGMENTS``) a DataFrame write's plan stays shallow
+    enough for the client to encode (the tails once nested a CASE per segment), and a read from a
+    cut inside its files returns exactly the events after it."""
+    manager.create_scope("wide")
+    manager.create_stream("wide", "s", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(64)))
+    writer = manager.create_event_writer("wide", "s", "w")
+
+    def source(first: int):
+        return spark.range(first, first + 2000).select(
+            F.concat(F.lit("k"), (F.col("id") % 500).cast("string")).alias("routing_key"),
+            F.format_string("w:%06d", F.col("id")).alias("event"))
+
+    writer.write_events(source(0))
+    writer.write_events(source(2000))
+    event_rows = check_stream_consistent(spark, manager, "wide", "s")
+    assert len(event_rows) == 4000 and len({r.segment_id for r in event_rows}) > 32
+    check_key_order(event_rows)
+    # in each segment, the start of its middle event of the first write: inside that write's file
+    first = {}
+    for r in event_rows:
+        if int(r.event.decode()[2:]) < 2000:
+            first.setdefault(r.segment_id, []).append(r.offset)
+    inside = ps.StreamCut("wide/s", {sid: sorted(offs)[len(offs) // 2] for sid, offs in first.items()})
+    want = sorted(r.event.decode() for r in event_rows if r.offset >= inside.positions[r.segment_id])
+    got = sorted(r.event.decode() for r in manager.read_events("wide", "s", inside).collect())
+    assert got == want and 2000 < len(got) < 4000
+
+
 def test_rows_from_this_process_travel_inside_the_plan_and_come_back_whole(spark):
     """``local_frame``: an 8 MiB value, a string of wide characters and thousands of small rows
     reach the server in relations under its cache threshold (none sent ahead, so none kept for

@@ -48,7 +48,8 @@ class DeltaBackend(Protocol):
     places_files: bool
     """Whether commits may add files placed by hand (transactions, large events, compaction)."""
     reads_log_changes: bool
-    """Whether the adds and removes of the log's commits can be read (``file_changes``)."""
+    """Whether the log is read without a Spark job (``table_state``'s file lists, ``recent_changes``);
+    ``file_changes`` works on both backends (a query of the JSON commits on the public-API one)."""
     removes_folders: bool
     """Whether ``remove_tables`` deletes the tables' files (else it empties them, and VACUUM
     removes the bytes later)."""
@@ -131,7 +132,7 @@ class DeltaBackend(Protocol):
         number of data files read (None: a query read them)."""
 
     def file_changes(self, path: str, start: int, end: int) -> list[tuple[int, list[dict], list[dict]]]:
-        """The adds and removes of commits ``start..end``, from the log."""
+        """The adds and removes of commits ``start..end``, from the log (both backends)."""
 
     def recent_changes(self, path: str, since_ms: int, keep) -> list[tuple[int, list[dict], list[dict]]]:
         """The adds and removes of the commits since ``since_ms`` that ``keep`` accepts."""

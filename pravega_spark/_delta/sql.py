@@ -19,13 +19,18 @@ it fails the classic transaction) and whose conditions carry the decision taken 
   region at or after each tail read; a data condition matches any row there that ends after the
   tail or seals the segment. Such a row matches every source row, and ``WHEN MATCHED`` raises:
   the MERGE commits nothing, and the writer retries from fresh tails. A write number is the
-  writer's *write mark*, a row the same MERGE updates (``MARKS_SEGMENT``), never a session
+  writer's *write mark*, a row the same MERGE appends (``MARKS_SEGMENT``), never a session
   setting.
 
 Where the classic backend places files it wrote before the commit (a transaction's staged
 events, a large event's chunks), this one stages rows in a partition no reader reads and copies
 them in the commit's MERGE, whose marks are compare-and-sets of the states read (a mark's
-generation counts its updates, so a change that kept the number still fails it).
+generation counts its changes, so a change that kept the number still fails it).
+
+**No commit that adds events removes a file.** Delta's streaming source (``skipChangeCommits``)
+skips every add of a commit that removes a file with ``dataChange=true``: a mark is therefore
+appended as a new row of a later generation, never updated in place, and a transaction's staged
+rows are deleted by a commit of their own.
 
 ``SqlTransaction`` offers ``DeltaTransaction``'s interface, so the control plane's code is the
 same on both backends. The file verbs (placing files at commit, job-free log reads) raise
@@ -46,6 +51,7 @@ from pyspark.sql.types import (
     ArrayType,
     BooleanType,
     LongType,
+    MapType,
     StringType,
     StructField,
     StructType,
@@ -594,12 +600,13 @@ class SqlTransaction:
     def _mark_reads(self, prefix: str) -> dict[str, tuple[int, int | None, int]]:
         rows = (read(self.spark, self.path)
                 .where((F.col("segment_id") == MARKS_SEGMENT) & F.col("writer_id").startswith(prefix))
-                .groupBy("writer_id").agg(F.max("rel_offset").alias("number"),
-                                          F.max("rel_next_offset").alias("updated"),
-                                          F.max(F.coalesce("rel_event_offset", F.lit(0))).alias("generation"))
+                .groupBy("writer_id").agg(F.max_by(F.struct("rel_offset", "rel_next_offset"), F.struct(
+                    F.coalesce("rel_event_offset", F.lit(0)), "rel_offset")).alias("latest"),
+                    F.max(F.coalesce("rel_event_offset", F.lit(0))).alias("generation"))
                 .collect())
-        return {r["writer_id"]: (int(r["number"]), None if r["updated"] is None else int(r["updated"]),
-                                 int(r["generation"])) for r in rows}
+        # a mark's latest row is its largest generation (marks are appended: ``fenced_insert``)
+        return {r["writer_id"]: (int(r["latest"]["rel_offset"]), None if r["latest"]["rel_next_offset"] is None
+                                 else int(r["latest"]["rel_next_offset"]), int(r["generation"])) for r in rows}
 
     # ---- files placed by hand: the classic transaction's; no public API offers them -----------
     @staticmethod
@@ -728,9 +735,10 @@ MULTIPLE_MATCHES = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
 # serverless): an application id's number is one row of the events table, its *write mark*, in a
 # partition no segment or transaction staging area uses (``segment_id = MARKS_SEGMENT``, below
 # every staging partition), ``base_offset = end_offset`` = a slot hashed from the id.
-# ``writer_id`` holds the id, ``rel_offset`` the number, ``rel_next_offset`` its time (ms). The
-# fenced MERGE that inserts a write also fences its mark's slot and updates the mark in the same
-# commit; a number not above the mark's fails it (nothing written).
+# ``writer_id`` holds the id, ``rel_offset`` the number, ``rel_next_offset`` its time (ms),
+# ``rel_event_offset`` the row's generation. The fenced MERGE that inserts a write also fences its
+# mark's slot and appends the mark's new row in the same commit (the latest row, the largest
+# generation, is the mark); a number not above the mark's fails it (nothing written).
 MARKS_SEGMENT = -(1 << 62) - 1
 RECORD_WRITE_MARK = -5
 DUPLICATE = "PRAVEGA_SPARK_DUPLICATE_WRITE"
@@ -742,14 +750,25 @@ def mark_slot(app_id: str) -> int:
     return zlib.crc32(app_id.encode("utf-8"))
 
 
-def mark_row(spark: SparkSession, schema: StructType, app: AppVersion) -> DataFrame:
-    """``app``'s write mark as a one-row DataFrame of the events table's ``schema``."""
+def mark_row(spark: SparkSession, schema: StructType, app: AppVersion, generation: int) -> DataFrame:
+    """``app``'s write mark, generation ``generation``, as a one-row DataFrame of the events
+    table's ``schema``."""
     slot = mark_slot(app.app_id)
     values = {"segment_id": MARKS_SEGMENT, "base_offset": slot, "end_offset": slot, "rel_offset": int(app.version),
               "rel_next_offset": int(app.last_updated), "record_type": RECORD_WRITE_MARK, "writer_id": app.app_id,
-              "rel_event_offset": 0,
+              "rel_event_offset": int(generation),
               "write_time": datetime.fromtimestamp(app.last_updated / 1000, tz=timezone.utc)}
     return spark.createDataFrame([tuple(values.get(f.name) for f in schema.fields)], schema)
+
+
+def mark_generation(app: AppVersion, expected: Mapping[str, tuple[int, int] | None]) -> int:
+    """The generation of ``app``'s new mark row: one above the generation read for a
+    compare-and-set (0 for a mark read as absent); a write number's is the number itself (write
+    numbers only grow, and an older store's single row counted at most one update per number)."""
+    if app.app_id not in expected:
+        return int(app.version)
+    read_as = expected[app.app_id]
+    return 0 if read_as is None else int(read_as[1]) + 1
 
 
 def fenced_insert(spark: SparkSession, path: str, source: DataFrame | None, column: str, tails: Mapping[int, int],
@@ -769,14 +788,16 @@ def fenced_insert(spark: SparkSession, path: str, source: DataFrame | None, colu
     ``numbered=False``: an insert-only MERGE (one pass over the source); stale, it inserts nothing
     and commits an empty version, which harms no one.
 
-    ``marks`` (application versions, see ``MARKS_SEGMENT``): each mark's slot joins the fence,
-    its row joins the source, and the same commit updates (or inserts) it. A mark whose id is in
-    ``expected`` is a compare-and-set: the recorded (number, generation) must still be the one
-    read (None: no mark yet), else the MERGE raises ``STALE`` (nothing written; the caller reads
-    again). Any other mark is a write number: the recorded one must be below it, else the MERGE
-    raises ``DUPLICATE`` (nothing written). Every update adds one to the mark's generation, so a
-    compare-and-set also fails after a change that kept the number. A stale MERGE fails whole, so
-    no mark is ever recorded without its rows.
+    ``marks`` (application versions, see ``MARKS_SEGMENT``): each mark's slot joins the fence and
+    its new row joins the source: a mark is *appended*, never updated, so the commit removes no
+    file (Delta's streaming source skips every add of a commit that removes one: the events it
+    inserts would never reach a query). A mark's latest row is its largest generation
+    (``mark_generation``). A mark whose id is in ``expected`` is a compare-and-set: a row of a
+    later generation than the one read (any row, when read as absent) matches, and the MERGE
+    raises ``STALE`` (nothing written; the caller reads again). Any other mark is a write number:
+    a row with this number or a larger one matches, and the MERGE raises ``DUPLICATE`` (nothing
+    written). A stale MERGE fails whole, so no mark is ever recorded without its rows. Marks are
+    never deleted.
 
     The events table's columns are the defaults; a key-value table passes ``end_column="version"``,
     no ``start_column`` (no region within a partition) and no ``seal_type``. No ``tails``: only
@@ -803,16 +824,15 @@ def fenced_insert(spark: SparkSession, path: str, source: DataFrame | None, colu
         conditions.append(f"(t.`{column}` <> {MARKS_SEGMENT} AND (t.`{end_column}` > CASE t.`{column}` {ends} END"
                           f"{sealed}))")
     stale = f"raise_error('{STALE}: tails moved')"
-    clauses = missing = ""
+    clauses = ""
     if marks:
         slots = sorted({mark_slot(m.app_id) for m in marks})
         for m in marks:
-            source = source.unionByName(mark_row(session, source.schema, m))
+            source = source.unionByName(mark_row(session, source.schema, m, mark_generation(m, expected)))
         fences.append(f"(t.`{column}` = {MARKS_SEGMENT} AND t.base_offset IN ({', '.join(map(str, slots))}))")
         conditions.append(f"(t.`{column}` = {MARKS_SEGMENT} AND s.`{column}` = {MARKS_SEGMENT} "
-                          "AND t.writer_id = s.writer_id)")
+                          f"AND t.writer_id = s.writer_id AND {_mark_conflict(marks, expected)})")
         clauses = _mark_clauses(column, marks, expected)
-        missing = _missing_mark_clause(column, marks, expected)
     if not fences:
         raise ValueError("fenced_insert needs tails or marks")
     fence = " OR ".join(f"({f})" for f in fences)
@@ -823,7 +843,7 @@ def fenced_insert(spark: SparkSession, path: str, source: DataFrame | None, colu
     try:
         result = session.sql(
             f"MERGE INTO {table(path)} AS t USING {{source}} AS s ON ({fence}) AND ({moved}) "
-            f"{clauses}{matched}{missing}WHEN NOT MATCHED THEN INSERT *", source=source)
+            f"{clauses}{matched}WHEN NOT MATCHED THEN INSERT *", source=source)
         result = command_rows(result)
     except Exception as exc:
         if raised(exc, DUPLICATE):
@@ -832,46 +852,35 @@ def fenced_insert(spark: SparkSession, path: str, source: DataFrame | None, colu
             raise Retry(f"{path}: tails or marks moved since they were read") from None
         raise
     inserted = int(result[0]["num_inserted_rows"]) if result else 0
-    inserted -= len(marks) - (int(result[0]["num_updated_rows"]) if result else 0)  # the marks' own rows
+    inserted -= len(marks)  # the marks' own rows
     if inserted == 0 and not numbered and not marks and not source.isEmpty():
         raise Retry(f"{path}: tails moved since they were read")
     return inserted
 
 
-def _mark_clauses(column: str, marks: Sequence[AppVersion], expected: Mapping[str, tuple[int, int] | None]) -> str:
-    """The MERGE clauses that update ``marks`` (see ``fenced_insert``): a compare-and-set for the
-    ids in ``expected``, a write number's "larger than recorded" for the others."""
-    def case(values: dict[str, str], default: str) -> str:
-        whens = " ".join(f"WHEN {literal(k)} THEN {v}" for k, v in sorted(values.items()))
-        return f"CASE t.writer_id {whens} ELSE {default} END" if whens else default
-
-    allowed = {}
+def _mark_conflict(marks: Sequence[AppVersion], expected: Mapping[str, tuple[int, int] | None]) -> str:
+    """The condition on a target mark row ``t`` that refuses the new mark ``s`` of its id (see
+    ``fenced_insert``): a later generation than the one read (a compare-and-set), any row (read as
+    absent), or a number at or above the new one (a write number)."""
+    whens = []
     for m in marks:
         if m.app_id not in expected:
-            allowed[m.app_id] = "t.rel_offset < s.rel_offset"
+            test = "t.rel_offset >= s.rel_offset"
         elif expected[m.app_id] is None:
-            allowed[m.app_id] = "false"
+            test = "true"
         else:
-            number, generation = expected[m.app_id]
-            allowed[m.app_id] = f"(t.rel_offset = {int(number)} AND coalesce(t.rel_event_offset, 0) = {int(generation)})"
-    refusal = case({m.app_id: literal(f"{STALE}: mark {m.app_id} changed") for m in marks if m.app_id in expected},
-                   literal(DUPLICATE))
-    out = (f"WHEN MATCHED AND t.`{column}` = {MARKS_SEGMENT} AND ({case(allowed, 'false')}) THEN UPDATE SET "
-           "t.rel_offset = s.rel_offset, t.rel_next_offset = s.rel_next_offset, t.write_time = s.write_time, "
-           "t.rel_event_offset = coalesce(t.rel_event_offset, 0) + 1 "
-           f"WHEN MATCHED AND t.`{column}` = {MARKS_SEGMENT} THEN UPDATE SET t.rel_offset = raise_error({refusal}) ")
-    return out
+            test = f"coalesce(t.rel_event_offset, 0) > {int(expected[m.app_id][1])}"
+        whens.append(f"WHEN {literal(m.app_id)} THEN {test}")
+    return f"(CASE t.writer_id {' '.join(whens)} ELSE false END)"
 
 
-def _missing_mark_clause(column: str, marks: Sequence[AppVersion],
-                         expected: Mapping[str, tuple[int, int] | None]) -> str:
-    """The MERGE clause that fails a compare-and-set of a mark that was read but is gone."""
-    must_exist = [m.app_id for m in marks if expected.get(m.app_id) is not None]
-    if not must_exist:
-        return ""
-    return (f"WHEN NOT MATCHED AND s.`{column}` = {MARKS_SEGMENT} AND s.writer_id IN "
-            f"({', '.join(literal(a) for a in must_exist)}) THEN INSERT (`{column}`) "
-            f"VALUES (raise_error('{STALE}: a mark is gone')) ")
+def _mark_clauses(column: str, marks: Sequence[AppVersion], expected: Mapping[str, tuple[int, int] | None]) -> str:
+    """The MERGE clause that refuses a mark whose row conflicts (``_mark_conflict``): ``STALE``
+    for a compare-and-set, ``DUPLICATE`` for a write number."""
+    whens = " ".join(f"WHEN {literal(m.app_id)} THEN {literal(f'{STALE}: mark {m.app_id} changed')}"
+                     for m in sorted(marks, key=lambda m: m.app_id) if m.app_id in expected)
+    refusal = f"CASE t.writer_id {whens} ELSE {literal(DUPLICATE)} END" if whens else literal(DUPLICATE)
+    return f"WHEN MATCHED AND t.`{column}` = {MARKS_SEGMENT} THEN UPDATE SET t.rel_offset = raise_error({refusal}) "
 
 
 def app_versions(spark: SparkSession, path: str, prefix: str) -> dict[str, tuple[int, int | None]]:
@@ -929,6 +938,36 @@ def truncate(spark: SparkSession, path: str, column: str, below: Mapping[int, in
             last = version_after if version_after is not None else last
             deleted = {"numDeletedRows": deleted["numDeletedRows"] + more["numDeletedRows"]}
     return last, deleted
+
+
+# a commit file's add and remove actions, as far as ``file_changes`` reads them
+_FILE_ACTION = StructType([StructField("path", StringType()),
+                           StructField("partitionValues", MapType(StringType(), StringType())),
+                           StructField("dataChange", BooleanType())])
+_COMMIT_ACTIONS = StructType([StructField("add", _FILE_ACTION), StructField("remove", _FILE_ACTION)])
+
+
+def file_changes(spark: SparkSession, path: str, start: int, end: int) -> list[tuple[int, list[dict], list[dict]]]:
+    """``(version, adds, removes)`` of each commit of the table at ``path`` in versions
+    ``[start, end]``, as ``log.file_changes`` gives them (path, partition values, dataChange),
+    from the log's JSON commits read as data: one query, public API (the server must reach the
+    log as files: a path-based table, as a store's tables are)."""
+    if end < start:
+        return []
+    log_dir = path.rstrip("/") + "/_delta_log"
+    files = [f"{log_dir}/{v:020d}.json" for v in range(int(start), int(end) + 1)]
+    rows = (spark.read.schema(_COMMIT_ACTIONS).json(files)
+            .where(F.col("add").isNotNull() | F.col("remove").isNotNull())
+            .select(F.regexp_extract(F.col("_metadata.file_name"), r"^(\d+)\.json$", 1).cast("long").alias("v"),
+                    "add", "remove").collect())
+    changes: dict[int, tuple[list[dict], list[dict]]] = {v: ([], []) for v in range(int(start), int(end) + 1)}
+    for r in rows:
+        adds, removes = changes[int(r["v"])]
+        for action, into in ((r["add"], adds), (r["remove"], removes)):
+            if action is not None:
+                into.append({"path": action["path"], "partitionValues": dict(action["partitionValues"] or {}),
+                             "dataChange": True if action["dataChange"] is None else bool(action["dataChange"])})
+    return [(v, adds, removes) for v, (adds, removes) in sorted(changes.items())]
 
 
 def data_files(spark: SparkSession, path: str) -> list[FileEntry]:

@@ -118,7 +118,9 @@ class SqlBackend:
         return sql.lookup(self.spark, path, column, value, stat, wanted, version), None
 
     def file_changes(self, path: str, start: int, end: int) -> list[tuple[int, list[dict], list[dict]]]:
-        raise NotImplementedError("the public-API backend reads no log file (reads_log_changes is False)")
+        """The commits' file actions from the log's JSON commits read as data (one query: see
+        ``sql.file_changes``); the streaming gap check runs here too."""
+        return sql.file_changes(self.spark, path, start, end)
 
     def recent_changes(self, path: str, since_ms: int, keep) -> list[tuple[int, list[dict], list[dict]]]:
         raise NotImplementedError("the public-API backend reads no log file (reads_log_changes is False)")

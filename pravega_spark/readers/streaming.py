@@ -386,10 +386,6 @@ class StreamListener(StreamingQueryListener):
         lo = max(lo, source.checked.get(run, -1) + 1)
         if hi < lo:
             return True
-        if not source.controller.store.backend.reads_log_changes:
-            # the commits' adds and removes are not readable over Spark Connect: no gap check there
-            # (only commits written outside pravega-spark can make gaps; see the README)
-            return True
         gaps = events_log.skipped_events(source.controller.store.backend.file_changes(source.path, lo, hi))
         source.checked[run] = hi
         if not gaps:

@@ -315,6 +315,45 @@ def _file(segment: int, base: int, end: int, data_change: bool = True) -> dict:
             "dataChange": data_change}
 
 
+@pytest.mark.both_backends
+@pytest.mark.connect
+def test_every_commit_that_adds_events_reaches_a_running_query(manager, stream2, tmp_path, delta_backend):
+    """A transaction's commit, a large event's commit and numbered writes (twice the same number:
+    the second is skipped) all reach a query run again from its checkpoint into a plain Delta
+    sink: none of those commits removes a file (Delta's source, with ``skipChangeCommits``, skips
+    every add of a commit that does; the transaction's commit once updated its state's mark row
+    in place on the public-API backend). The log's commits show it, on both backends."""
+    spark = manager.spark
+    writer = manager.create_event_writer(SCOPE, STREAM, "w")
+    writer.write_event("first", "k1")
+    txn = manager.create_transactional_writer(SCOPE, STREAM, "t").begin_txn()
+    txn.write_event("in-txn", "k2")
+    large = writer.stream_event("k3", chunk_size=1024)
+    large.write(b"L" * 3000)
+    sink, checkpoint = str(tmp_path / "sink"), str(tmp_path / "cp")
+
+    def run() -> list[bytes]:
+        query = (manager.read_stream(SCOPE, STREAM).select("event").writeStream.format("delta")
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start(sink))
+        query.awaitTermination()
+        assert manager.stream_progress(query) is not None  # raises SkippedEventsError on a gap
+        return sorted(bytes(r.event) for r in spark.read.format("delta").load(sink).collect())
+
+    assert run() == [b"first"]
+    before = manager._store.events_version(SCOPE, STREAM)
+    large.commit()
+    txn.commit()
+    writer.write_event("numbered", "k4", write_number=7)
+    writer.write_event("numbered again", "k4", write_number=7)
+    assert run() == sorted([b"first", b"in-txn", b"L" * 3000, b"numbered"])
+    backend = manager._store.backend
+    changes = backend.file_changes(manager._store.events_path(SCOPE, STREAM), before + 1,
+                                   manager._store.events_version(SCOPE, STREAM))
+    assert events_log.skipped_events(changes) == []
+    adding = [(v, removes) for v, adds, removes in changes if events_log.emitted_adds(adds, removes)]
+    assert len(adding) >= 3 and all(not removes for _, removes in adding)
+
+
 def test_skipped_events_finds_new_events_only_in_commits_the_source_skips():
     appended = (1, [_file(0, 0, 100), _file(1, 0, 50)], [])
     compacted = (2, [_file(0, 0, 100, False)], [_file(0, 0, 60, False), _file(0, 60, 100, False)])

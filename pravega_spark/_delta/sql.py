@@ -600,13 +600,14 @@ class SqlTransaction:
     def _mark_reads(self, prefix: str) -> dict[str, tuple[int, int | None, int]]:
         rows = (read(self.spark, self.path)
                 .where((F.col("segment_id") == MARKS_SEGMENT) & F.col("writer_id").startswith(prefix))
-                .groupBy("writer_id").agg(F.max_by(F.struct("rel_offset", "rel_next_offset"), F.struct(
-                    F.coalesce("rel_event_offset", F.lit(0)), "rel_offset")).alias("latest"),
-                    F.max(F.coalesce("rel_event_offset", F.lit(0))).alias("generation"))
+                .groupBy("writer_id").agg(F.max(F.struct(
+                    F.coalesce("rel_event_offset", F.lit(0)).alias("generation"), "rel_offset", "rel_next_offset"))
+                    .alias("latest"))
                 .collect())
-        # a mark's latest row is its largest generation (marks are appended: ``fenced_insert``)
+        # a mark is its row of the largest generation (marks are appended: ``fenced_insert``)
         return {r["writer_id"]: (int(r["latest"]["rel_offset"]), None if r["latest"]["rel_next_offset"] is None
-                                 else int(r["latest"]["rel_next_offset"]), int(r["generation"])) for r in rows}
+                                 else int(r["latest"]["rel_next_offset"]), int(r["latest"]["generation"]))
+                for r in rows}
 
     # ---- files placed by hand: the classic transaction's; no public API offers them -----------
     @staticmethod

@@ -57,8 +57,8 @@ from .session import (
     streaming_query_id,
     streaming_query_sink,
 )
-from .sql import MARKS_SEGMENT, RECORD_WRITE_MARK, SINK_MARK_SCOPE
 from .sql_backend import SqlBackend
+from .sql_writes import MARKS_SEGMENT, RECORD_WRITE_MARK, SINK_MARK_SCOPE
 from .storage import commit_lock, local_dir, read_rows
 from .transaction import DeltaTransaction
 from .transaction_protocol import TableTransaction

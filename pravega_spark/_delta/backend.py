@@ -34,8 +34,8 @@ from .files import CommitMetrics, PartitionSummary, TableState
 from .local_data import is_connect_session
 from .retry import RetryPolicy
 from .rows import RowsChange
-from .sql import BACKEND_ENV, DATABRICKS_ENV
 from .sql_backend import SqlBackend
+from .sql_requests import BACKEND_ENV, DATABRICKS_ENV
 from .transaction_protocol import TableTransaction
 
 log = logging.getLogger("pravega_spark")
@@ -156,7 +156,7 @@ class DeltaBackend(Protocol):
 
     def marks_in(self, path: str, prefix: str) -> dict[str, int]:
         """The row marks of a table with ``scope``, ``stream`` and ``segment_id`` columns (see
-        ``sql.SINK_MARK_SCOPE``) whose id starts with ``prefix``."""
+        ``sql_writes.SINK_MARK_SCOPE``) whose id starts with ``prefix``."""
 
     def merge_marked(self, path: str, rows: DataFrame | None, marks: Mapping[str, int],
                      expected: Mapping[str, int | None]) -> None:

@@ -13,7 +13,17 @@ from collections.abc import Mapping, Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from . import jvm, log, object_store, session, sql, storage
+from . import (
+    jvm,
+    log,
+    object_store,
+    session,
+    sql_reads,
+    sql_requests,
+    sql_tables,
+    sql_writes,
+    storage,
+)
 from .files import CommitMetrics, PartitionSummary, TableState
 from .retry import RetryPolicy
 from .rows import RowsChange, replace_rows
@@ -128,7 +138,7 @@ class ClassicBackend:
             if state.files is not None:
                 files = might_hold([f for f in state.files if f.partition(column) == str(int(value))], stat, wanted)
                 return storage.read_rows_where(self.spark, path, files, stat, wanted), len(files)
-        return sql.lookup(self.spark, path, column, value, stat, wanted, version), None
+        return sql_reads.lookup(self.spark, path, column, value, stat, wanted, version), None
 
     def file_changes(self, path: str, start: int, end: int) -> list[tuple[int, list[dict], list[dict]]]:
         return log.file_changes(self.spark, path, start, end)
@@ -137,7 +147,7 @@ class ClassicBackend:
         return log.recent_changes(self.spark, path, since_ms, keep)
 
     def added_in(self, path: str) -> DataFrame:
-        return sql.added_in(self.spark, path)
+        return sql_tables.added_in(self.spark, path)
 
     # ---- commits ----------------------------------------------------------------------------
     def transaction(self, path: str) -> TableTransaction:
@@ -151,20 +161,20 @@ class ClassicBackend:
     def rewrite_where(self, path: str, rows: DataFrame, condition: str) -> None:
         """One ``replaceWhere`` overwrite that changes no data (public API: the same as ``sql``'s;
         compaction here places its files instead)."""
-        sql.rewrite_where(self.spark, path, self.in_session(rows), condition)
+        sql_writes.rewrite_where(self.spark, path, self.in_session(rows), condition)
 
     def marks_in(self, path: str, prefix: str) -> dict[str, int]:
-        return sql.marks_in(self.spark, path, prefix)
+        return sql_writes.marks_in(self.spark, path, prefix)
 
     def merge_marked(self, path: str, rows: DataFrame | None, marks: Mapping[str, int],
                      expected: Mapping[str, int | None]) -> None:
-        sql.merge_marked(self.spark, path, None if rows is None else self.in_session(rows), marks, expected)
+        sql_writes.merge_marked(self.spark, path, None if rows is None else self.in_session(rows), marks, expected)
 
     def delete_matching(self, path: str, source: DataFrame, on: list[str]) -> int:
-        return sql.delete_matching(self.spark, path, source, on)
+        return sql_writes.delete_matching(self.spark, path, source, on)
 
     def delete_partitions(self, path: str, column: str, values: Sequence) -> None:
-        sql.delete_where(self.spark, path, f"`{column}` IN ({', '.join(sql.literal(v) for v in values)})")
+        sql_writes.delete_where(self.spark, path, f"`{column}` IN ({', '.join(sql_requests.literal(v) for v in values)})")
 
     def truncate(self, path: str, column: str, below: Mapping[int, int | None]) -> CommitMetrics:
         """One DELETE commit on an events table: in each partition of ``below``, the rows with

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from . import sql
+from . import sql, sql_reads, sql_requests, sql_tables, sql_writes
 from .files import CommitMetrics, PartitionSummary, TableState
 from .local_data import is_connect_session
 from .retry import RetryPolicy, retrying
@@ -55,7 +55,7 @@ class SqlBackend:
     def plan_leaves(self, df: DataFrame) -> list[str]:
         """A Connect DataFrame's leaves from the client's own plan (none on a classic session:
         its plan lives in the JVM, which this backend does not reach)."""
-        return sql.plan_leaves(df) if is_connect_session(df.sparkSession) else []
+        return sql_requests.plan_leaves(df) if is_connect_session(df.sparkSession) else []
 
     def estimated_size(self, df: DataFrame) -> int | None:
         return None
@@ -71,23 +71,23 @@ class SqlBackend:
 
     # ---- tables -----------------------------------------------------------------------------
     def qualify(self, path: str) -> str:
-        return sql.qualify(self.spark, path)
+        return sql_requests.qualify(self.spark, path)
 
     def exists(self, path: str) -> bool:
-        return sql.exists(self.spark, path)
+        return sql_requests.exists(self.spark, path)
 
     def is_table(self, path: str) -> bool:
-        return sql.exists(self.spark, path)
+        return sql_requests.exists(self.spark, path)
 
     def latest(self, path: str) -> tuple[int, str]:
-        return sql.latest(self.spark, path)
+        return sql_requests.latest(self.spark, path)
 
     def version(self, path: str) -> int:
-        return sql.version(self.spark, path)
+        return sql_requests.version(self.spark, path)
 
     def table_state(self, path: str, version: int | None = None) -> TableState:
-        number = sql.version(self.spark, path) if version is None else int(version)
-        return TableState(number, sql.table_id(self.spark, path) if number >= 0 else None, None)
+        number = sql_requests.version(self.spark, path) if version is None else int(version)
+        return TableState(number, sql_requests.table_id(self.spark, path) if number >= 0 else None, None)
 
     def create_table(self, path: str, schema: StructType, partition_by: tuple[str, ...] = (),
                      properties: dict[str, str] | None = None, rows: list[tuple] | None = None) -> bool:
@@ -95,38 +95,38 @@ class SqlBackend:
                         f"create table {path}")
 
     def table_property(self, path: str, key: str) -> str | None:
-        return sql.table_property(self.spark, path, key)
+        return sql_tables.table_property(self.spark, path, key)
 
     def read(self, path: str, version: int | None = None) -> DataFrame:
-        return sql.read(self.spark, path, version)
+        return sql_requests.read(self.spark, path, version)
 
     def read_rows(self, path: str, column: str | None = None, value: str | None = None) -> list[dict] | None:
         """One query (no file access; and a cache check would cost one too); no rows when the
         table does not exist yet."""
-        return sql.read_rows(self.spark, path, column, value)
+        return sql_requests.read_rows(self.spark, path, column, value)
 
     def read_rows_together(self, reads: Sequence[tuple[str, str | None, str | None]]) -> list[list[dict]] | None:
-        """One query for all of them (``sql.read_rows_together``)."""
-        return sql.read_rows_together(self.spark, reads)
+        """One query for all of them (``sql_requests.read_rows_together``)."""
+        return sql_requests.read_rows_together(self.spark, reads)
 
     def summarize(self, path: str, column: str, values: Sequence[int], end_column: str, stat: str,
                   version: int | None = None) -> dict[int, PartitionSummary]:
-        return sql.summarize(self.spark, path, column, values, end_column, stat, version)
+        return sql_reads.summarize(self.spark, path, column, values, end_column, stat, version)
 
     def lookup(self, path: str, column: str, value: int, stat: str, wanted: list[int],
                version: int | None = None) -> tuple[list[dict], int | None]:
-        return sql.lookup(self.spark, path, column, value, stat, wanted, version), None
+        return sql_reads.lookup(self.spark, path, column, value, stat, wanted, version), None
 
     def file_changes(self, path: str, start: int, end: int) -> list[tuple[int, list[dict], list[dict]]]:
         """The commits' file actions from the log's JSON commits read as data (one query: see
-        ``sql.file_changes``); the streaming gap check runs here too."""
-        return sql.file_changes(self.spark, path, start, end)
+        ``sql_tables.file_changes``); the streaming gap check runs here too."""
+        return sql_tables.file_changes(self.spark, path, start, end)
 
     def recent_changes(self, path: str, since_ms: int, keep) -> list[tuple[int, list[dict], list[dict]]]:
         raise NotImplementedError("the public-API backend reads no log file (reads_log_changes is False)")
 
     def added_in(self, path: str) -> DataFrame:
-        return sql.added_in(self.spark, path)
+        return sql_tables.added_in(self.spark, path)
 
     # ---- commits ----------------------------------------------------------------------------
     def transaction(self, path: str) -> TableTransaction:
@@ -138,39 +138,39 @@ class SqlBackend:
         return replace_rows(lambda: self.transaction(path), schema, change, what, partition, partition_by, retry)
 
     def rewrite_where(self, path: str, rows: DataFrame, condition: str) -> None:
-        """One ``replaceWhere`` overwrite that changes no data (see ``sql.rewrite_where``)."""
-        sql.rewrite_where(self.spark, path, rows, condition)
+        """One ``replaceWhere`` overwrite that changes no data (see ``sql_writes.rewrite_where``)."""
+        sql_writes.rewrite_where(self.spark, path, rows, condition)
 
     def marks_in(self, path: str, prefix: str) -> dict[str, int]:
-        return sql.marks_in(self.spark, path, prefix)
+        return sql_writes.marks_in(self.spark, path, prefix)
 
     def merge_marked(self, path: str, rows: DataFrame | None, marks: Mapping[str, int],
                      expected: Mapping[str, int | None]) -> None:
-        sql.merge_marked(self.spark, path, rows, marks, expected)
+        sql_writes.merge_marked(self.spark, path, rows, marks, expected)
 
     def delete_matching(self, path: str, source: DataFrame, on: list[str]) -> int:
-        return sql.delete_matching(self.spark, path, source, on)
+        return sql_writes.delete_matching(self.spark, path, source, on)
 
     def delete_partitions(self, path: str, column: str, values: Sequence) -> None:
         """One DELETE on partition values (metadata only: no file is read)."""
-        retrying(lambda: sql.delete_where(self.spark, path, f"`{column}` IN ({', '.join(sql.literal(v) for v in values)})"),
+        retrying(lambda: sql_writes.delete_where(self.spark, path, f"`{column}` IN ({', '.join(sql_requests.literal(v) for v in values)})"),
                  f"delete partitions of {path}")
 
     def truncate(self, path: str, column: str, below: Mapping[int, int | None]) -> CommitMetrics:
-        """DELETEs on partition values: see ``sql.truncate``."""
-        return CommitMetrics(*sql.truncate(self.spark, path, column, below))
+        """DELETEs on partition values: see ``sql_writes.truncate``."""
+        return CommitMetrics(*sql_writes.truncate(self.spark, path, column, below))
 
     # ---- storage ----------------------------------------------------------------------------
     def vacuum(self, path: str, retention_hours: float | None) -> None:
-        sql.vacuum(self.spark, path, retention_hours)
+        sql_tables.vacuum(self.spark, path, retention_hours)
 
     def remove_tables(self, paths: Sequence[str], folder: str | None = None) -> bool:
         """Empty each table that exists (the client has no file system; VACUUM removes the bytes
         later, and a table created again at a path refills it). True if one existed."""
         found = False
         for path in paths:
-            if sql.exists(self.spark, path):
-                sql.delete_where(self.spark, path, "true")
+            if sql_requests.exists(self.spark, path):
+                sql_writes.delete_where(self.spark, path, "true")
                 found = True
         return found
 

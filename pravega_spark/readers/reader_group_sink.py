@@ -18,7 +18,7 @@ same application id (``ConcurrentTransactionException``), and the loser's retry 
 
 On the public-API backend (no ``SetTransaction`` can be written there), the same marks are rows
 of the sink's own table (``scope = "pravega-spark/mark"``, ``stream`` the id, ``segment_id`` the
-value; ``_delta.sql.merge_marked``), set with the batch's rows in one MERGE that is a
+value; ``_delta.sql_writes.merge_marked``), set with the batch's rows in one MERGE that is a
 compare-and-set of the marks read; ``ReaderGroupSink.read()`` leaves them out.
 
 The group records the sink's path, and the sink's table is created then (so a take-over always

@@ -83,7 +83,7 @@ RECORD_CHUNK_END = -4
 CHUNK_TYPES = (RECORD_CHUNK, RECORD_CHUNK_END)
 # A WRITE_MARK row holds a writer's last write number on the public-API backend (where Delta's
 # idempotent-write settings are refused), in the marks partition ``MARKS_SEGMENT`` below every
-# staging partition: never an event (see ``_delta.sql.MARKS_SEGMENT``).
+# staging partition: never an event (see ``_delta.sql_writes.MARKS_SEGMENT``).
 RECORD_WRITE_MARK = _delta.RECORD_WRITE_MARK
 MARKS_SEGMENT = _delta.MARKS_SEGMENT
 

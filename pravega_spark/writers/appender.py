@@ -359,7 +359,7 @@ class Appender:
         """One attempt of an append over Spark Connect: the events placed at the tails (from this
         writer's last commit, else read), inserted by one fenced MERGE (``_delta.sql``) that
         inserts nothing if the tails moved or a segment was sealed. A write number rides in the
-        same MERGE as the writer's write mark (``_delta.sql.MARKS_SEGMENT``): a number not above
+        same MERGE as the writer's write mark (``_delta.sql_writes.MARKS_SEGMENT``): a number not above
         the mark's is skipped, with nothing written.
 
         ``guard(txn)`` (optional, instead of a number) runs first: it returns the marks to set in

@@ -140,6 +140,10 @@ class DeltaBackend(Protocol):
     def added_in(self, path: str) -> DataFrame:
         """``file_name, added_in``: the version that added each data file."""
 
+    def version_adding(self, path: str, partition: Mapping[str, object]) -> int | None:
+        """The latest commit that added a data file to ``partition`` and removed none: a write
+        at a segment's tail, when its commit did not return its version (``sql_tables``)."""
+
     # commits
     def transaction(self, path: str) -> TableTransaction:
         """A new fenced transaction on the table at ``path``."""

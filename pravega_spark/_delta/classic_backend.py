@@ -149,6 +149,9 @@ class ClassicBackend:
     def added_in(self, path: str) -> DataFrame:
         return sql_tables.added_in(self.spark, path)
 
+    def version_adding(self, path: str, partition: Mapping[str, object]) -> int | None:
+        return sql_tables.version_adding(self.spark, path, partition)
+
     # ---- commits ----------------------------------------------------------------------------
     def transaction(self, path: str) -> TableTransaction:
         return DeltaTransaction(self.spark, path)

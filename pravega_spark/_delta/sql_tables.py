@@ -3,6 +3,8 @@ files now and the files each commit added or removed (the log's JSON read as dat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -14,7 +16,7 @@ from pyspark.sql.types import (
 )
 
 from .files import FileEntry
-from .sql_requests import aware, command_rows, literal, read, table
+from .sql_requests import aware, command_rows, literal, missing_table, read, table, version
 
 
 def column_ddl(schema: StructType) -> str:
@@ -126,3 +128,40 @@ def added_in(spark: SparkSession, path: str) -> DataFrame:
             .select(F.element_at(F.split(F.col("add.path"), "/"), -1).alias("file_name"),
                     F.regexp_extract(F.col("_metadata.file_name"), r"^(\d+)\.json$", 1).cast("long").alias("added_in"))
             .groupBy("file_name").agg(F.max("added_in").alias("added_in")))
+
+
+# the commits ``version_adding`` reads first: the latest ones (a write asks soon after it)
+RECENT_COMMITS = 64
+
+
+def version_adding(spark: SparkSession, path: str, partition: Mapping[str, object]) -> int | None:
+    """The version of the latest commit still in the log's JSON that added a data file to
+    ``partition`` (all of its partition values) and removed no file: a write at a segment's tail
+    is the only such commit (a truncation's rewrite removes the file it rewrites, a compaction
+    changes no data), unless the stream was deleted and written again since. None when there is
+    none. The latest ``RECENT_COMMITS`` are read first, then the whole log (one query each)."""
+    latest = version(spark, path)
+    if latest < 0:
+        return None
+    log_dir = path.rstrip("/") + "/_delta_log"
+    first = latest - RECENT_COMMITS + 1
+    windows = [[f"{log_dir}/{v:020d}.json" for v in range(first, latest + 1)]] if first > 0 else []
+    windows.append([f"{log_dir}/*.json"])
+    adds = F.col("add.dataChange").isNull() | F.col("add.dataChange")
+    for key, value in partition.items():
+        adds = adds & (F.col("add.partitionValues").getItem(key) == str(value))
+    for files in windows:
+        try:
+            commits = spark.read.schema(_COMMIT_ACTIONS).json(files)
+            rows = (commits.groupBy(F.col("_metadata.file_name").alias("commit"))
+                    .agg(F.max(F.when(F.col("add").isNotNull() & adds, 1).otherwise(0)).alias("adds"),
+                         F.max(F.when(F.col("remove").isNotNull(), 1).otherwise(0)).alias("removes"))
+                    .where("adds = 1 AND removes = 0")
+                    .select(F.max(F.regexp_extract("commit", r"^(\d+)\.json$", 1).cast("long"))).collect())
+        except Exception as exc:  # noqa: BLE001 - a commit of the window cleaned up: read the whole log
+            if missing_table(exc) or "Path does not exist" in str(exc):
+                continue
+            raise
+        if rows and rows[0][0] is not None:
+            return int(rows[0][0])
+    return None

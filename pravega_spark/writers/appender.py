@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
@@ -100,6 +100,8 @@ class WriteResult:
         event_count: events appended (0 for an empty write or a skipped idempotent retry).
         byte_count: framed bytes appended (8-byte header + payload per event).
         version: the events table's Delta version of the commit (None if nothing was written).
+            Over Spark Connect a commit does not return it: it is found on first access (one
+            query of the table's log), then kept.
         tail_stream_cut: the stream's tail right after the commit.
         segments: framed bytes appended per segment id.
         retries: attempts that lost to a concurrent commit (a conflict on a segment written to,
@@ -108,10 +110,16 @@ class WriteResult:
 
     event_count: int
     byte_count: int
-    version: int | None
+    found_version: int | None | Callable[[], int | None] = field(repr=False)
     tail_stream_cut: StreamCut
     segments: dict[int, int] = field(default_factory=dict)
     retries: int = 0
+
+    @property
+    def version(self) -> int | None:
+        if callable(self.found_version):  # found once, on first access (a frozen result keeps it)
+            object.__setattr__(self, "found_version", self.found_version())
+        return self.found_version
 
     def __repr__(self) -> str:
         return (f"WriteResult(events={self.event_count}, bytes={self.byte_count}, "
@@ -192,16 +200,28 @@ class Appender:
         return self.retrying(lambda: self.attempt_at_tails(source, names, number), f"append to {self.scoped_name}")
 
     def _finish(self, segments: list[SegmentRecord], lengths: dict[int, int], grown: dict[int, int],
-                version: int | None, table_id: str | None, count: int) -> WriteResult:
+                version: int | None | Callable[[], int | None], table_id: str | None, count: int) -> WriteResult:
         """What both engines do after their commit: remember the tails (the next append's hint)
-        and this writer's positions, and report the write."""
-        self._hint = (segments, lengths, version, table_id)
+        and this writer's positions, and report the write. ``version`` may be a function that
+        finds it (``WriteResult.version``: found on first access)."""
+        known = None if callable(version) else version
+        self._hint = (segments, lengths, known, table_id)
         self._position = {sid: off for sid, off in self._position.items() if sid in lengths}
         self._position.update({sid: lengths[sid] for sid in grown})
         result = WriteResult(count, sum(grown.values()), version, StreamCut(self.scoped_name, lengths), grown)
         log.info("%s wrote %d events (%d bytes) to %s at version %s", self.writer_id,
-                 result.event_count, result.byte_count, self.scoped_name, version)
+                 result.event_count, result.byte_count, self.scoped_name,
+                 "(found when asked)" if known is None and callable(version) else known)
         return result
+
+    def version_finder(self, segment_id: int, base_offset: int) -> Callable[[], int | None]:
+        """A function finding the version of this writer's commit that placed rows at
+        ``base_offset`` of ``segment_id`` (a write at that tail: see ``version_adding``), for a
+        commit that did not return its version (the public-API backend's)."""
+        path = self.store.events_path(self.scope, self.stream)
+        backend = self.backend
+        return functools.partial(backend.version_adding, path,
+                                 {EVENTS_PARTITION: int(segment_id), "base_offset": int(base_offset)})
 
     def append_bytes(self, event: bytes, routing_key: str | None, write_number: int | None = None) -> WriteResult:
         """One event from this process, as a local relation whose size Spark knows (the small path)."""
@@ -405,7 +425,11 @@ class Appender:
         else:
             grown = {sid: end - tails[sid] for sid, end in txn.ends_of_insert().items()}
         lengths = {sid: tails[sid] + grown.get(sid, 0) for sid in tails}
-        return self._finish(segments, lengths, grown, txn.committed_version, None, inserted)
+        version = txn.committed_version
+        written = sorted(sid for sid, size in grown.items() if size)
+        if version is None and written:  # found on first access (one query), not on every write
+            version = self.version_finder(written[0], tails[written[0]])
+        return self._finish(segments, lengths, grown, version, None, inserted)
 
     def _placed_frame(self, events: DataFrame, segments, tails: dict[int, int], order: list[str]) -> DataFrame:
         """``events`` routed, checked and numbered at the tails by Spark (a window per segment)."""

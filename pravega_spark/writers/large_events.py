@@ -368,7 +368,7 @@ class LargeEventWriter(io.RawIOBase):
         failpoint("large:after_commit")
         end_offset = tail + HEADER_SIZE + self._size
         w.moved_to(tails, target, end_offset)
-        return WriteResult(1, HEADER_SIZE + self._size, None,
+        return WriteResult(1, HEADER_SIZE + self._size, w.version_finder(target, tail),
                            StreamCut(w.scoped_name, {**tails, target: end_offset}), {target: HEADER_SIZE + self._size})
 
     def _decided(self, txn: _delta.TableTransaction) -> WriteResult | None:

@@ -146,6 +146,9 @@ def test_chunks_are_written_once_and_committed_as_one_event(spark, root, manager
     assert b"".join(bytes(r.event) for r in raw) == payload
     assert [bytes(r.event) for r in manager.read_events("iot", "sensors").collect()] == [payload]
     assert _transient_rows(spark, root) == 0
+    chunks_at = (spark.read.format("delta").option("versionAsOf", result.version)
+                 .load(f"{root}/iot/sensors/events").where("segment_id >= 0").count())
+    assert chunks_at == 3  # the commit's version (over Connect: found when asked)
     if delta_backend == "sql":  # the staged rows were copied by the commit, then deleted
         assert not [r for r in events_rows(spark, root, "iot", "sensors") if r.record_type in (RECORD_CHUNK, RECORD_CHUNK_END)
                     and r.segment_id < 0]

@@ -40,7 +40,12 @@ def test_write_events_routes_frames_and_reports(manager, spark, root, stream2, d
     payload_bytes = sum(len(f"payload-{i}") for i in range(50))
     assert result.byte_count == payload_bytes + 50 * HEADER_SIZE
     assert sum(result.tail_stream_cut.positions.values()) == result.byte_count
-    assert (result.version is not None) == (delta_backend == "classic")  # sql: not looked up (a request)
+    # the commit's version on both backends (over Connect found on first access): time travel to it
+    events_path = f"{root}/{scope}/{stream}/events"
+    at = spark.read.format("delta").option("versionAsOf", int(result.version)).load(events_path)
+    before = spark.read.format("delta").option("versionAsOf", int(result.version) - 1).load(events_path)
+    assert at.where("record_type = 0").count() == 50 and before.where("record_type = 0").count() == 0
+    assert repr(result).count(f"version={result.version}") == 1
     rows = events_rows(spark, root, scope, stream)
     by_seg = _contiguous(rows)
     # routing: a key always lands in the segment whose range holds key_position

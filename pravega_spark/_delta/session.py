@@ -137,5 +137,10 @@ def foreach_batch_here(spark: SparkSession) -> bool:
 def observed_if_done(observation) -> dict | None:
     """An ``Observation``'s metrics if an action on its DataFrame has finished, else None
     (``Observation.get`` would wait for one forever)."""
+    if not hasattr(observation, "_jo"):  # Spark Connect's: filled when the action's response came back
+        try:
+            return observation.get
+        except Exception:  # noqa: BLE001 - no action ran on its DataFrame
+            return None
     done = observation._jo is not None and observation._jo.future().isCompleted()
     return observation.get if done else None

@@ -3,9 +3,9 @@
 Databricks serverless and standard clusters hand out Spark Connect sessions (no ``_jvm``, no
 ``_jsparkSession``, no ``_jdf``), and no Databricks Runtime ships OSS Delta's classes, so this is
 the backend every Databricks compute gets (``backend.backend_kind``). A commit there is one Delta command, so each fence
-of the classic backend (a transaction driven directly) becomes one MERGE whose ON clause names the
-fenced partitions literally (Delta's conflict checker then fails it on a concurrent add there, as
-it fails the classic transaction) and whose conditions carry the decision taken on the rows read:
+of the classic backend (a transaction driven directly) becomes one command whose read of the
+fenced partitions names them literally (Delta's conflict checker then fails it on a concurrent add
+there, as it fails the classic transaction) and which carries the decision taken on the rows read:
 
 - **rows** (small tables: compare-and-set of a partition). The rows read are identified by a
   fingerprint (``xxhash64`` of all columns, computed by the server at the read). One source row
@@ -15,16 +15,18 @@ it fails the classic transaction) and whose conditions carry the decision taken 
   row not read has appeared since the read; otherwise it deletes the rows removed and inserts the
   new ones. The read and the MERGE's own snapshot may differ; what matters is that the rows are
   the same.
-- **tails** (events tables: appends, seals). The ON clause fences the segments and prunes to the
-  region at or after each tail read; a data condition matches any row there that ends after the
-  tail or seals the segment. Such a row matches every source row, and ``WHEN MATCHED`` raises:
-  the MERGE commits nothing, and the writer retries from fresh tails. A write number is the
-  writer's *write mark*, a row the same MERGE appends (``MARKS_SEGMENT``), never a session
-  setting.
+- **tails** (events tables: appends, seals). A plain append whose source carries a *guard*: a
+  one-row aggregate over the same table's region at or after each tail read (partition columns
+  only), which raises when a row there ends after the tail or seals the segment
+  (``sql_writes.fenced_insert``). The guard's scan runs in the write's own transaction: its
+  partition filter is the commit's read predicate (a concurrent add there fails the commit), and
+  a row added before the write's snapshot makes it raise. Either way nothing is written and the
+  writer retries from fresh tails. A write number is the writer's *write mark*, a row the same
+  append adds (``MARKS_SEGMENT``), checked by the same guard; never a session setting.
 
 Where the classic backend places files it wrote before the commit (a transaction's staged
 events, a large event's chunks), this one stages rows in a partition no reader reads and copies
-them in the commit's MERGE, whose marks are compare-and-sets of the states read (a mark's
+them in the commit's guarded append, whose marks are compare-and-sets of the states read (a mark's
 generation counts its changes, so a change that kept the number still fails it).
 
 **No commit that adds events removes a file.** Delta's streaming source (``skipChangeCommits``)
@@ -36,7 +38,6 @@ rows are deleted by a commit of their own.
 same on both backends. The file verbs (placing files at commit, job-free log reads) raise
 ``NotImplementedError``: their callers check ``places_files`` first.
 """
-
 
 from __future__ import annotations
 
@@ -142,7 +143,7 @@ class NewRows:
 
 class SqlTransaction:
     """A commit of the Connect backend, with ``DeltaTransaction``'s interface (the part the
-    control plane uses): reads declare the fence, ``commit`` is one MERGE (see the module
+    control plane uses): reads declare the fence, ``commit`` is one command (see the module
     docstring). Nothing is written before ``commit``."""
 
     def __init__(self, spark: SparkSession, path: str) -> None:
@@ -242,7 +243,7 @@ class SqlTransaction:
 
     def insert_frame(self, source: DataFrame | None, app: AppVersion | Sequence[AppVersion] | None = None) -> int:
         """Insert ``source``'s rows at the tails read (or expected; none: only the marks fence
-        it), with the application versions ``app`` in the same MERGE: the rows inserted (0: the
+        it), with the application versions ``app`` in the same guarded append: the rows inserted (0: the
         source was empty), -1 when a write number was recorded already (the write mark holds it
         or a larger one: nothing was written). An id whose version this transaction read is a
         compare-and-set against what it read (as Delta fences a read ``SetTransaction``).
@@ -256,7 +257,7 @@ class SqlTransaction:
         tails = self._tails or {}
         if self._tail_end is None:
             inserted = fenced_insert(self.spark, self.path, source, self._tail_column or "segment_id", tails,
-                                     numbered=bool(marks), marks=marks, expected=expected)
+                                     marks=marks, expected=expected)
         else:  # a versioned table (``expect_max``): always fail when stale
             inserted = fenced_insert(self.spark, self.path, source, self._tail_column, tails,
                                      seal_type=None, end_column=self._tail_end, start_column=None)
@@ -268,7 +269,7 @@ class SqlTransaction:
     def expect_max(self, column: str, values: Sequence[int], stat: str) -> dict[int, int]:
         """The largest ``stat`` in each of these partitions now (0 for an empty one), one query.
         They become the commit's condition: if a row with a larger ``stat`` appears in one of
-        them before the commit's MERGE, it fails (nothing written) and raises ``Retry``."""
+        them before the commit's append, it fails (nothing written) and raises ``Retry``."""
         ids = sorted({int(v) for v in values})
         rows = (read(self.spark, self.path).where(F.col(column).isin(ids)).groupBy(column)
                 .agg(F.max(stat).alias("high")).collect()) if ids else []
@@ -287,7 +288,7 @@ class SqlTransaction:
         return read(self.spark, self.path)
 
     def append_frame(self, df: DataFrame, partition_by: tuple[str, ...]) -> int | None:
-        """Insert ``df``'s rows under the condition set by ``expect_max`` (one MERGE); None (the
+        """Insert ``df``'s rows under the condition set by ``expect_max`` (one guarded append); None (the
         version would cost a query).
 
         Raises:
@@ -373,7 +374,7 @@ class SqlTransaction:
 
     def commit(self, adds: Sequence | None, partition_by: tuple[str, ...] = (), extra: Sequence | None = None,
                delete_predicate: str | None = None) -> int:
-        """One MERGE (or INSERT) with this transaction's fence. Returns None (the new version would
+        """One command (a MERGE of rows, a guarded append at tails) with this transaction's fence. Returns None (the new version would
         cost a query), or for a commit of nothing the empty commit's version.
 
         Raises:

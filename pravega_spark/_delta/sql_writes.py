@@ -3,11 +3,12 @@ by partition-only DELETEs, and the marks a reader group's sink keeps in its own 
 
 from __future__ import annotations
 
+import uuid
 import zlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
@@ -36,10 +37,6 @@ def delete_where(spark: SparkSession, path: str, condition: str) -> tuple[int | 
     if after == before:
         return None, {"numDeletedRows": 0}
     return after, {"numDeletedRows": deleted}
-
-# Delta's error when a target row matches several source rows: in ``fenced_insert`` it can only
-# mean a row past a tail (or a seal) in the fenced region, i.e. stale tails
-MULTIPLE_MATCHES = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
 
 # Write numbers on this backend ride in the rows, never in a session setting (Delta's
 # idempotent-DML settings ``spark.databricks.delta.write.txnAppId/txnVersion`` are refused on
@@ -81,31 +78,29 @@ def mark_generation(app: AppVersion, expected: Mapping[str, tuple[int, int] | No
     return 0 if read_as is None else int(read_as[1]) + 1
 
 def fenced_insert(spark: SparkSession, path: str, source: DataFrame | None, column: str, tails: Mapping[int, int],
-                  seal_type: int | None = 1, numbered: bool = True, end_column: str = "end_offset",
-                  start_column: str | None = "base_offset", marks: Sequence[AppVersion] = (),
-                  expected: Mapping[str, tuple[int, int] | None] | None = None) -> int:
-    """Insert ``source``'s rows unless a row of one of the ``tails``' segments ends after its tail
-    or seals it (one MERGE, fenced on those segments); the rows inserted, -1 when a write number
-    of ``marks`` was recorded already.
+                  seal_type: int | None = 1, end_column: str = "end_offset", start_column: str | None = "base_offset",
+                  marks: Sequence[AppVersion] = (), expected: Mapping[str, tuple[int, int] | None] | None = None) -> int:
+    """Append ``source``'s rows unless a row of one of the ``tails``' segments ends after its tail
+    or seals it, or a mark of ``marks`` refuses it: the rows appended, -1 when a write number of
+    ``marks`` was recorded already.
 
-    The ON clause's partition-only conjuncts (the segments, and each one's region at or after its
-    tail) are the commit's read predicate: a concurrent add there fails it with Delta's
-    ``ConcurrentAppendException``. The data conjunct closes the window between reading the tails
-    and the MERGE's snapshot: such a row matches every source row, and ``WHEN MATCHED`` raises, so
-    the command fails and commits nothing. (An insert-only MERGE would insert nothing and still
-    commit.) The source is read once, when nothing matched, so it is not materialized first.
-    ``numbered=False``: an insert-only MERGE (one pass over the source); stale, it inserts nothing
-    and commits an empty version, which harms no one.
+    One plain append whose source carries a *guard*: a one-row aggregate over the same table's
+    fenced region (partition columns only: each segment at or after its tail, each mark's slot)
+    that raises when a row there refuses the write. The guard's scan runs inside the write's
+    transaction, so it reads the write's own snapshot, and its partition filter is the commit's
+    read predicate: a concurrent add there fails the commit (Delta's ``ConcurrentAppendException``,
+    a conflict for ``retrying``), and a row added between reading the tails and the write's
+    snapshot makes the guard raise. So the append is fenced in both windows, as a MERGE fenced
+    on the region would be, without a MERGE's shuffle and anti-join, and it removes no file.
+    The guard is never cached and stays in a filter (where its ``raise_error`` is not pruned).
 
-    ``marks`` (application versions, see ``MARKS_SEGMENT``): each mark's slot joins the fence and
-    its new row joins the source: a mark is *appended*, never updated, so the commit removes no
-    file (Delta's streaming source skips every add of a commit that removes one: the events it
-    inserts would never reach a query). A mark's latest row is its largest generation
-    (``mark_generation``). A mark whose id is in ``expected`` is a compare-and-set: a row of a
-    later generation than the one read (any row, when read as absent) matches, and the MERGE
-    raises ``STALE`` (nothing written; the caller reads again). Any other mark is a write number:
-    a row with this number or a larger one matches, and the MERGE raises ``DUPLICATE`` (nothing
-    written). A stale MERGE fails whole, so no mark is ever recorded without its rows. Marks are
+    ``marks`` (application versions, see ``MARKS_SEGMENT``): each mark's new row joins the source
+    (a mark is *appended*, never updated, so the commit removes no file: Delta's streaming
+    source skips every add of a commit that removes one). A mark's latest row is its largest
+    generation (``mark_generation``). A mark whose id is in ``expected`` is a compare-and-set: a
+    row of a later generation than the one read (any row, when read as absent) refuses it with
+    ``STALE`` (nothing written; the caller reads again). Any other mark is a write number: a row
+    with this number or a larger one refuses it with ``DUPLICATE`` (nothing written). Marks are
     never deleted.
 
     The events table's columns are the defaults; a key-value table passes ``end_column="version"``,
@@ -117,77 +112,65 @@ def fenced_insert(spark: SparkSession, path: str, source: DataFrame | None, colu
             was written.
     """
     expected = dict(expected or {})
-    # the source's own session runs the statement (a ``foreachBatch`` batch lives in a session of
-    # its own, where its view is registered)
+    # the source's own session runs the write (a ``foreachBatch`` batch lives in a session of its
+    # own, where its DataFrame was built)
     session = (getattr(source, "sparkSession", None) if source is not None else None) or spark
     if source is None:
         source = session.createDataFrame([], read(session, path).schema)
-    ids = sorted(int(s) for s in tails)
-    fences, conditions = [], []
-    if ids:
-        region = "true" if start_column is None else " OR ".join(
-            f"(t.`{column}` = {s} AND t.`{start_column}` >= {int(tails[s])})" for s in ids)
-        ends = " ".join(f"WHEN {s} THEN {int(tails[s])}" for s in ids)
-        sealed = "" if seal_type is None else f" OR t.record_type = {int(seal_type)}"
-        fences.append(f"t.`{column}` IN ({', '.join(map(str, ids))}) AND ({region})")
-        conditions.append(f"(t.`{column}` <> {MARKS_SEGMENT} AND (t.`{end_column}` > CASE t.`{column}` {ends} END"
-                          f"{sealed}))")
-    stale = f"raise_error('{STALE}: tails moved')"
-    clauses = ""
-    if marks:
-        slots = sorted({mark_slot(m.app_id) for m in marks})
-        for m in marks:
-            source = source.unionByName(mark_row(session, source.schema, m, mark_generation(m, expected)))
-        fences.append(f"(t.`{column}` = {MARKS_SEGMENT} AND t.base_offset IN ({', '.join(map(str, slots))}))")
-        conditions.append(f"(t.`{column}` = {MARKS_SEGMENT} AND s.`{column}` = {MARKS_SEGMENT} "
-                          f"AND t.writer_id = s.writer_id AND {_mark_conflict(marks, expected)})")
-        clauses = _mark_clauses(column, marks, expected)
-    if not fences:
-        raise ValueError("fenced_insert needs tails or marks")
-    fence = " OR ".join(f"({f})" for f in fences)
-    moved = " OR ".join(conditions)
-    # a write without a number may commit nothing when stale (an empty version, harmless): it
-    # keeps Delta's insert-only MERGE, one pass over the source
-    matched = f"WHEN MATCHED THEN UPDATE SET t.`{end_column}` = {stale} " if numbered or marks else ""
+    for m in marks:
+        source = source.unionByName(mark_row(session, source.schema, m, mark_generation(m, expected)))
+    region, refusals = _guard_region(column, tails, seal_type, end_column, start_column, marks, expected)
+    counts = read(session, path).where(region).agg(
+        *[F.sum(F.when(F.expr(test), 1).otherwise(0)).alias(f"__r{i}") for i, (test, _) in enumerate(refusals)])
+    verdict = F.lit(True)
+    for i, (_, message) in reversed(list(enumerate(refusals))):  # the first refusal found wins
+        verdict = F.when(F.col(f"__r{i}") > 0, F.raise_error(F.lit(message))).otherwise(verdict)
+    observed = Observation(f"pravega_spark_append_{uuid.uuid4().hex}")
+    guarded = (source.crossJoin(counts.select(verdict.alias("__ok"))).where(F.col("__ok")).drop("__ok")
+               .observe(observed, F.count(F.lit(1)).alias("rows")))
     try:
-        result = session.sql(
-            f"MERGE INTO {table(path)} AS t USING {{source}} AS s ON ({fence}) AND ({moved}) "
-            f"{clauses}{matched}WHEN NOT MATCHED THEN INSERT *", source=source)
-        result = command_rows(result)
+        guarded.write.format("delta").mode("append").save(path)
     except Exception as exc:
         if raised(exc, DUPLICATE):
             return -1
-        if raised(exc, STALE) or MULTIPLE_MATCHES in str(exc).split("\n", 1)[0]:
+        if raised(exc, STALE):
             raise Retry(f"{path}: tails or marks moved since they were read") from None
         raise
-    inserted = int(result[0]["num_inserted_rows"]) if result else 0
-    inserted -= len(marks)  # the marks' own rows
-    if inserted == 0 and not numbered and not marks and not source.isEmpty():
-        raise Retry(f"{path}: tails moved since they were read")
-    return inserted
+    return int(observed.get["rows"]) - len(marks)  # the marks' own rows
 
-def _mark_conflict(marks: Sequence[AppVersion], expected: Mapping[str, tuple[int, int] | None]) -> str:
-    """The condition on a target mark row ``t`` that refuses the new mark ``s`` of its id (see
-    ``fenced_insert``): a later generation than the one read (a compare-and-set), any row (read as
-    absent), or a number at or above the new one (a write number)."""
-    whens = []
-    for m in marks:
-        if m.app_id not in expected:
-            test = "t.rel_offset >= s.rel_offset"
-        elif expected[m.app_id] is None:
-            test = "true"
-        else:
-            test = f"coalesce(t.rel_event_offset, 0) > {int(expected[m.app_id][1])}"
-        whens.append(f"WHEN {literal(m.app_id)} THEN {test}")
-    return f"(CASE t.writer_id {' '.join(whens)} ELSE false END)"
 
-def _mark_clauses(column: str, marks: Sequence[AppVersion], expected: Mapping[str, tuple[int, int] | None]) -> str:
-    """The MERGE clause that refuses a mark whose row conflicts (``_mark_conflict``): ``STALE``
-    for a compare-and-set, ``DUPLICATE`` for a write number."""
-    whens = " ".join(f"WHEN {literal(m.app_id)} THEN {literal(f'{STALE}: mark {m.app_id} changed')}"
-                     for m in sorted(marks, key=lambda m: m.app_id) if m.app_id in expected)
-    refusal = f"CASE t.writer_id {whens} ELSE {literal(DUPLICATE)} END" if whens else literal(DUPLICATE)
-    return f"WHEN MATCHED AND t.`{column}` = {MARKS_SEGMENT} THEN UPDATE SET t.rel_offset = raise_error({refusal}) "
+def _guard_region(column: str, tails: Mapping[int, int], seal_type: int | None, end_column: str,
+                  start_column: str | None, marks: Sequence[AppVersion],
+                  expected: Mapping[str, tuple[int, int] | None]) -> tuple[str, list[tuple[str, str]]]:
+    """``fenced_insert``'s guard: the fenced region (partition columns only: the commit's read
+    predicate) and each refusal's ``(condition, message)``, a duplicate write number first (the
+    retry of a write that landed finds the tails moved by that write)."""
+    fences, refusals = [], []
+    if marks:
+        slots = sorted({mark_slot(m.app_id) for m in marks})
+        fences.append(f"(`{column}` = {MARKS_SEGMENT} AND base_offset IN ({', '.join(map(str, slots))}))")
+        numbered = [f"(writer_id = {literal(m.app_id)} AND rel_offset >= {int(m.version)})"
+                    for m in marks if m.app_id not in expected]
+        changed = [f"(writer_id = {literal(m.app_id)}" + ("" if expected[m.app_id] is None else
+                   f" AND coalesce(rel_event_offset, 0) > {int(expected[m.app_id][1])}") + ")"
+                   for m in sorted(marks, key=lambda m: m.app_id) if m.app_id in expected]
+        if numbered:
+            refusals.append((f"`{column}` = {MARKS_SEGMENT} AND ({' OR '.join(numbered)})", DUPLICATE))
+        if changed:
+            refusals.append((f"`{column}` = {MARKS_SEGMENT} AND ({' OR '.join(changed)})", f"{STALE}: a mark changed"))
+    ids = sorted(int(s) for s in tails)
+    if ids:
+        region = "true" if start_column is None else " OR ".join(
+            f"(`{column}` = {s} AND `{start_column}` >= {int(tails[s])})" for s in ids)
+        fences.append(f"(`{column}` IN ({', '.join(map(str, ids))}) AND ({region}))")
+        ends = " ".join(f"WHEN {s} THEN {int(tails[s])}" for s in ids)
+        sealed = "" if seal_type is None else f" OR record_type = {int(seal_type)}"
+        refusals.append((f"`{column}` <> {MARKS_SEGMENT} AND (`{end_column}` > CASE `{column}` {ends} END{sealed})",
+                         f"{STALE}: tails moved"))
+    if not fences:
+        raise ValueError("fenced_insert needs tails or marks")
+    return " OR ".join(fences), refusals
+
 
 def truncate(spark: SparkSession, path: str, column: str, below: Mapping[int, int | None]) -> tuple[int | None, dict]:
     """Delete, in each segment of ``below``, the rows below its offset (None: all its rows), as

@@ -427,13 +427,14 @@ class StreamManager:
             head: who drops the events below the head in each micro-batch: ``"sink"``, the
                 library's sinks (``ps.idempotent_delta_sink``, ``ps.foreach_batch``) with no Spark
                 job (any other sink stops before its first batch); ``"plan"`` (default), a lookup
-                Spark runs again every micro-batch, for any sink.
+                Spark runs again every micro-batch, for any sink. Over Spark Connect the sinks
+                run on the server and read the head there; the DataFrame then carries a column
+                naming its stream, which they remove (any other sink that writes it fails).
 
         Raises:
             InvalidStreamCutError: ``start`` is not a cut of this stream.
             TruncatedDataError: ``start`` is before the stream's head.
             InvalidConfigError: a bad rate limit, or ``reader_group`` does not fit.
-            UnsupportedOperationError: ``head="sink"`` over Spark Connect (use ``head="plan"``).
         """
         return streaming.read_stream(self._controller, scope, stream, start, reader_group, max_bytes_per_trigger,
                                      max_files_per_trigger, head)

@@ -26,8 +26,10 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from .. import _delta
+from ..controller.client import Controller
 from ..errors import InvalidConfigError, TruncatedDataError
-from .streaming import current_head, sources_of_query
+from ..store.store import Store
+from .streaming import current_head, marked_stream, sources_of_query, stream_head
 
 log = logging.getLogger("pravega_spark")
 
@@ -36,25 +38,53 @@ def apply_head(batch: DataFrame, batch_id: int) -> tuple[DataFrame, Observation 
     """``batch`` without the rows below the stream's head now, and the observation counting
     them (None: nothing to drop, or not a ``head="sink"`` query's batch)."""
     spark = batch.sparkSession
-    query_id = _delta.streaming_query_id(spark)
-    sources = sources_of_query(query_id)
-    if not sources:
-        return batch, None
-    if len(sources) > 1:
-        raise InvalidConfigError(f"micro-batch {batch_id} reads {len(sources)} head='sink' read_stream DataFrames; "
-                                 "a library sink applies the head of one stream")
-    [source] = sources
     started = time.perf_counter()
-    head = {sid: offset for sid, offset in current_head(source).items() if offset > 0}
-    source.note_applied(query_id, batch_id)
-    log.debug("micro-batch %d of %s/%s: head %s read in %.1f ms", batch_id, source.scope, source.stream, head,
+    if _delta.foreach_batch_here(spark):
+        query_id = _delta.streaming_query_id(spark)
+        sources = sources_of_query(query_id)
+        if not sources:
+            return batch, None
+        if len(sources) > 1:
+            raise InvalidConfigError(f"micro-batch {batch_id} reads {len(sources)} head='sink' read_stream "
+                                     "DataFrames; a library sink applies the head of one stream")
+        [source] = sources
+        scope, stream, token = source.scope, source.stream, source.token
+        head = current_head(source)
+        source.note_applied(query_id, batch_id)
+    else:  # a Python worker of a Spark Connect server: the batch's columns name its stream
+        marked = marked_stream(batch.columns)
+        if marked is None:
+            return batch, None
+        column, named = marked
+        batch = batch.drop(column)
+        scope, stream, token = named["scope"], named["stream"], "connect"
+        head = _server_head(spark, named["root"], scope, stream)
+    head = {sid: offset for sid, offset in head.items() if offset > 0}
+    log.debug("micro-batch %d of %s/%s: head %s read in %.1f ms", batch_id, scope, stream, head,
               (time.perf_counter() - started) * 1000)
     if not head:
         return batch, None
     below, above = _head_filter(tuple(sorted(head.items())))
-    observation = Observation(f"pravega_spark_head_{source.token}_{batch_id}_{time.monotonic_ns()}")
+    observation = Observation(f"pravega_spark_head_{token}_{batch_id}_{time.monotonic_ns()}")
     events = batch.observe(observation, F.sum(below.cast("long")).alias("truncated_rows")).where(above)
     return events, observation
+
+
+# where a Spark Connect server's Python worker runs the library's sinks: per (root, scope,
+# stream), its controller and the head last read (``stream_head``'s ``seen``)
+_SERVER_HEADS: dict[tuple[str, str, str], tuple[Controller, tuple | None]] = {}
+
+
+def _server_head(spark, root: str, scope: str, stream: str) -> dict[int, int]:
+    """The stream's head now, read from its catalog row in the batch's session (kept per catalog
+    version across the batches this worker runs)."""
+    key = (root, scope, stream)
+    controller, seen = _SERVER_HEADS.get(key) or (Controller(spark, Store(spark, root)), None)
+    if controller.spark is not spark:
+        controller = Controller(spark, Store(spark, root))
+    seen, head = stream_head(controller, scope, stream, seen)
+    _SERVER_HEADS[key] = (controller, seen)
+    return head
 
 
 @functools.lru_cache(maxsize=64)

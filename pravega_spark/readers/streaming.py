@@ -29,6 +29,7 @@ as the reader group's subscriber cut after each committed batch and logs warning
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import re
@@ -50,7 +51,6 @@ from ..errors import (
     InvalidConfigError,
     SkippedEventsError,
     StreamCutBehindError,
-    UnsupportedOperationError,
 )
 from ..store import events_log, segment_ranges
 from ..store.store import stream_key
@@ -69,6 +69,10 @@ log = logging.getLogger("pravega_spark")
 UNLIMITED_BYTES = "1048576g"
 OBSERVED = "pravega_spark_read"  # the observed metrics' name prefix
 HEAD_MODES = ("sink", "plan")  # who applies the head to a micro-batch: the library's sink, or the plan
+# Over Spark Connect a ``head="sink"`` DataFrame names its stream in a column of its own, which
+# only the library's sinks remove (``head_marker``): ``HEAD_MARKER`` + the URL-safe base64 of the
+# JSON of root, scope and stream (no dot, space or quote: a plain column name)
+HEAD_MARKER = "__pravega_spark_head_"
 FOREACH_BATCH_SINK = "org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink"
 _MAX_OFFSET = (1 << 63) - 1
 
@@ -366,8 +370,8 @@ class StreamListener(StreamingQueryListener):
         if source.failure is not None:
             return False
         key = (str(_field(progress, "id")), int(_field(progress, "batchId")))
-        if source.head != "sink" or key in source.applied:
-            return True
+        if source.head != "sink" or key in source.applied or not _delta.foreach_batch_here(source.controller.spark):
+            return True  # (over Spark Connect the sink runs on the server: ``head_marker`` guards it)
         source.fail(source.controller.spark.streams.get(str(progress.id)), InvalidConfigError(
             f"{source.scope}/{source.stream}: micro-batch {key[1]} of a head='sink' read_stream query reached a "
             "foreachBatch function that does not apply the stream's head; the query was stopped. Wrap the function "
@@ -482,12 +486,18 @@ def current_head(source: _Source) -> dict[int, int]:
     deleted or is deleting: never readable), from the stream's catalog row: log and checksum
     reads, no Spark job; kept per version of the catalog, so an unchanged catalog costs one log
     listing."""
-    controller = source.controller
+    source.head_seen, head = stream_head(source.controller, source.scope, source.stream, source.head_seen)
+    return head
+
+
+def stream_head(controller: Controller, scope: str, stream: str, seen: tuple | None) -> tuple[tuple, dict[int, int]]:
+    """``current_head`` of a stream: ``(seen, head)``, where ``seen`` (the catalog's version and
+    id, and the head read then) is given back next time, so that an unchanged catalog costs one
+    look at its log."""
     version = controller.store.backend.latest(controller.store.streams_path)
-    if source.head_seen is None or source.head_seen[0] != version:
-        head = dict(head_offsets(controller.stream_record(source.scope, source.stream).truncation))
-        source.head_seen = (version, head)
-    return dict(source.head_seen[1])
+    if seen is None or seen[0] != version:
+        seen = (version, dict(head_offsets(controller.stream_record(scope, stream).truncation)))
+    return seen, dict(seen[1])
 
 
 def _install_once(cls, spark, make):
@@ -561,10 +571,6 @@ def read_stream(controller: Controller, scope: str, stream: str, start: CutOrNam
     registered with the session's listener."""
     if head not in HEAD_MODES:
         raise InvalidConfigError(f"head must be one of {HEAD_MODES}, got {head!r}")
-    if head == "sink" and not _delta.foreach_batch_here(controller.spark):
-        raise UnsupportedOperationError(
-            "head='sink' needs the query's foreachBatch functions to run in this process; over Spark Connect "
-            "they run on the server: read with head='plan' (the default)")
     record, records = controller.settled_with_segments(scope, stream)
     store = controller.store
     options = source_options(max_bytes_per_trigger, max_files_per_trigger)
@@ -595,13 +601,39 @@ def read_stream(controller: Controller, scope: str, stream: str, start: CutOrNam
                                   name=source.metric)
     else:
         events = events.transform(observed, name=source.metric)
-        _HEAD_IN_SINK[source.token] = source
-        HeadGuard.install(controller.spark)
+        if _delta.foreach_batch_here(controller.spark):
+            _HEAD_IN_SINK[source.token] = source
+            HeadGuard.install(controller.spark)
     StreamListener.install(controller.spark).register(source)
     log.info("read_stream %s from %s%s%s", record.scoped_name, start if isinstance(start, str) else start_cut,
              f", publishing for reader group {group}" if group else "",
              ", the head applied by the library's sink" if head == "sink" else "")
-    return events.transform(segment_ranges.select_read_columns, scope=scope, stream=stream)
+    events = events.transform(segment_ranges.select_read_columns, scope=scope, stream=stream)
+    if head == "sink" and not _delta.foreach_batch_here(controller.spark):
+        events = events.transform(head_marker, root=controller.root, scope=scope, stream=stream)
+    return events
+
+
+def head_marker(events: DataFrame, *, root: str, scope: str, stream: str) -> DataFrame:
+    """``events`` with the column naming its stream for the library's sinks over Spark Connect,
+    where they run in a Python worker of the server that this process's objects do not reach:
+    ``marked_stream`` finds the stream there from the batch's column names alone, and the sink
+    drops the column. Its value is a calendar interval, which no file sink can store: a Delta (or
+    Parquet, JSON, ...) sink fails before its first batch is written, instead of delivering events
+    below the head."""
+    named = json.dumps({"root": root, "scope": scope, "stream": stream}, sort_keys=True).encode("utf-8")
+    name = HEAD_MARKER + base64.urlsafe_b64encode(named).decode("ascii").rstrip("=")
+    return events.withColumn(name, F.expr("make_interval(0, 0, 0, 0, 0, 0, 0)"))
+
+
+def marked_stream(columns: Sequence[str]) -> tuple[str, dict] | None:
+    """The ``head_marker`` column among ``columns`` and the stream it names (root, scope,
+    stream), or None."""
+    for column in columns:
+        if column.startswith(HEAD_MARKER):
+            encoded = column[len(HEAD_MARKER):]
+            return column, json.loads(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)))
+    return None
 
 
 def streaming_group(controller: Controller, record: StreamRecord, group: ReaderGroup | str | None) -> str | None:

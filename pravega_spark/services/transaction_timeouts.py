@@ -75,7 +75,7 @@ def abort_timed_out(events_txn_factory, scope: str, stream: str, now_ms: int, sp
 
 def abort_timed_out_rows(events_txn_factory, backend, scope: str, stream: str, now_ms: int,
                          events_path: str) -> list[str]:
-    """``abort_timed_out`` on the public-API backend: one MERGE records ABORTED for every expired
+    """``abort_timed_out`` on the public-API backend: one guarded append records ABORTED for every expired
     transaction (compare-and-sets of the states read: a concurrent commit or ping fails it and the
     retry reads again), then one DELETE removes the staged rows of every decided transaction."""
 

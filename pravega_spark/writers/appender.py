@@ -147,7 +147,7 @@ class Appender:
         self.stream = stream
         self.writer_id = writer_id
         # the append engine, chosen once: files placed at their tails by one fenced commit where
-        # the backend can place files; else the rows inserted at the tails by one fenced MERGE
+        # the backend can place files; else the rows inserted at the tails by one guarded append
         self.places_files = controller.store.backend.places_files
         self._append = self._append_placing_files if self.places_files else self._append_at_tails
         self.session = controller.store.backend.writer_session(WRITER_CONF)
@@ -377,13 +377,13 @@ class Appender:
 
     def attempt_at_tails(self, events, order: list[str], number: int | None, guard=None) -> WriteResult:
         """One attempt of an append over Spark Connect: the events placed at the tails (from this
-        writer's last commit, else read), inserted by one fenced MERGE (``_delta.sql``) that
+        writer's last commit, else read), inserted by one guarded append (``_delta.sql``) that
         inserts nothing if the tails moved or a segment was sealed. A write number rides in the
-        same MERGE as the writer's write mark (``_delta.sql_writes.MARKS_SEGMENT``): a number not above
+        same append as the writer's write mark (``_delta.sql_writes.MARKS_SEGMENT``): a number not above
         the mark's is skipped, with nothing written.
 
         ``guard(txn)`` (optional, instead of a number) runs first: it returns the marks to set in
-        the same MERGE (compare-and-sets of what it read), or None when the write is applied
+        the same append (compare-and-sets of what it read), or None when the write is applied
         already. ``events`` may be a function of no argument giving the DataFrame: it is then
         called after the guard's read (a source read from the table sees at least what it saw).
         """
@@ -448,7 +448,7 @@ class Appender:
     def _placed_small(self, events: list, segments, tails: dict[int, int]) -> tuple[DataFrame, dict[int, int]]:
         """``small_events`` routed, framed and placed at the tails in this process
         (``frame_small``) as a local relation, and the lengths written per segment: the ends of
-        what the MERGE inserts are known, so no query follows it."""
+        what the append inserts are known, so no query follows it."""
         rows, lengths = frame_small(events, segments, self.writer_id, datetime.now(timezone.utc), tails)
         # the server's clock stamps the rows, as it does the DataFrame path's
         placed = (_delta.local_frame(self.session, rows, EVENTS_SCHEMA)
@@ -458,7 +458,7 @@ class Appender:
 
     def stage_rows(self, events: DataFrame, order: list[str], partition: int, rank: int, guard) -> int:
         """Stage ``prepare``d events as rows of ``partition`` (a transaction's staging partition:
-        readers never see it), in one MERGE whose marks ``guard(txn)`` gives (compare-and-sets of
+        readers never see it), in one guarded append whose marks ``guard(txn)`` gives (compare-and-sets of
         what it read: a concurrent decision fails it, and ``guard`` raises on the next attempt).
         Each row keeps its place in the write's order (``rel_offset``) and the write's ``rank``
         (``base_offset``), so that a commit can replay them in order. Returns the rows staged.

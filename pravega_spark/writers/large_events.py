@@ -23,7 +23,7 @@ segment into the target segment atomically. Here:
   succeed: a commit racing the clean-up either lands whole or fails with ``LargeEventFailedError``.
 - **On the public-API backend** (no uncommitted files there), each chunk is staged as a row of
   the event's own partition of the events table (``transient_partition``, below the write marks),
-  after its manifest row; the commit is one fenced MERGE that copies those rows to the tail,
+  after its manifest row; the commit is one guarded append that copies those rows to the tail,
   placed by the same rule, with the decision as a compare-and-set (an abort decided meanwhile
   fails it); DELETEs of the staged rows and manifests follow.
 - **Reading** is ``readers.large_event_reader``'s: one rule for a complete event, used by batch
@@ -340,7 +340,7 @@ class LargeEventWriter(io.RawIOBase):
         log.debug("%r staged %d bytes at position %d", self, len(chunk), position)
 
     def _commit_rows_attempt(self) -> WriteResult:
-        """The public-API backend's commit: one fenced MERGE copies the staged chunk rows to the
+        """The public-API backend's commit: one guarded append copies the staged chunk rows to the
         tail of the segment owning the key now, placed as ``chunk_framing`` places them, with
         the decision COMMITTED (a compare-and-set: an abort decided meanwhile fails it)."""
         w = self._appender

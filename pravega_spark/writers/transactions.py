@@ -29,9 +29,9 @@ commit and every decision is fenced by Delta itself:
   carried in the transaction id's top 48 bits (Pravega carries the epoch there).
 
 On the public-API backend (``_delta.sql``: no file can be written there without being
-committed) a write stages *rows* in the staging partition at once, in one MERGE that also touches
+committed) a write stages *rows* in the staging partition at once, in one guarded append that also touches
 the state (its write mark, a compare-and-set: a decision taken meanwhile fails the write), so
-``flush()`` has nothing left to do. The commit is one fenced MERGE that reads the staged rows back,
+``flush()`` has nothing left to do. The commit is one guarded append that reads the staged rows back,
 routes them by the current segments, numbers them from the current tails in staging order, and
 sets COMMITTED as a compare-and-set of the state it read; a DELETE of the staging partition
 follows. Abort, ping and the timeout job set the state the same way.
@@ -236,7 +236,7 @@ class Transaction:
 
     def _stage_rows(self, df: DataFrame, routing_key: str, event: str, order_by) -> int:
         """The public-API backend's staged write (no file can be written there without being
-        committed): the events become rows of the staging partition at once, in one MERGE that
+        committed): the events become rows of the staging partition at once, in one guarded append that
         also touches the transaction's state, so a concurrent commit, abort or ping fails one of
         the two (``TxnFailedError`` here if the transaction was decided). Nothing stays buffered:
         ``flush()`` has nothing to do."""
@@ -357,7 +357,7 @@ class Transaction:
             raise TxnFailedError(f"{self!r} cannot be committed: {exc}") from None
 
     def _commit_rows(self, timestamp: datetime | None) -> WriteResult:
-        """The public-API backend's commit: one fenced MERGE inserts the staged rows at the tails
+        """The public-API backend's commit: one guarded append inserts the staged rows at the tails
         current then (routed by the current segments, in staging order per key) and sets the
         state COMMITTED, compared with the state read (a staged write since changes it, so none
         can be left out); then the staging partition is deleted (a commit of its own)."""

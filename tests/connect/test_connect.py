@@ -227,6 +227,59 @@ def test_a_transaction_and_a_64_mib_large_event_with_the_client_holding_a_few_ch
     assert read.hexdigest() == digest.hexdigest()
 
 
+def test_the_guarded_append_refuses_in_both_windows(spark, root, manager, tmp_path):
+    """An append over Connect is a plain append whose source carries a guard over the stream's
+    region past the tails. Window 2 (a commit between reading the tails and the write's
+    snapshot, here the writer's own stale hinted tails): the guard raises and the writer retries
+    from fresh tails. Window 1 (a commit after the write's snapshot, while its job runs): Delta's
+    conflict check fails it on the guard's partition read, and the writer retries. Neither
+    leaves an overlap, and each commit adds files only (no MERGE, no removal)."""
+    manager.create_scope("fence")
+    manager.create_stream("fence", "one", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
+    a = manager.create_event_writer("fence", "one", "a")
+    b = manager.create_event_writer("fence", "one", "b")
+    rows = lambda w, n, k=8: [(f"k{i % 3}", f"{w}:{n:04d}:{i:06d}") for i in range(k)]  # noqa: E731
+    a.write_events(events_df(spark, rows("a", 0)))  # a's hint: the tail after its own write
+    b.write_events(events_df(spark, rows("b", 0)))  # ... now stale
+    assert a.write_events(events_df(spark, rows("a", 1))).retries >= 1  # window 2: the guard raised
+
+    started, go = str(tmp_path / "started"), str(tmp_path / "go")
+
+    @F.udf("string")
+    def held(value):  # runs on the server's Python worker: holds a's write job until told
+        import os
+        import time
+
+        if not os.path.exists(go):
+            open(started, "w").close()
+            for _ in range(1200):
+                if os.path.exists(go):
+                    break
+                time.sleep(0.05)
+        return value
+
+    import threading
+
+    source = (spark.createDataFrame(rows("a", 2), "routing_key string, event string").coalesce(1)
+              .select("routing_key", held("event").alias("event")))
+    outcome = {}
+    thread = threading.Thread(target=lambda: outcome.update(result=a.write_events(source)))
+    thread.start()
+    eventually(lambda: os.path.exists(started), timeout=120)  # a's job runs: its snapshot is taken
+    b.write_events(events_df(spark, rows("b", 1)))  # commits into a's fenced region meanwhile
+    open(go, "w").close()
+    thread.join(timeout=300)
+    assert outcome["result"].event_count == 8 and outcome["result"].retries >= 1  # window 1: a conflict
+    event_rows = check_stream_consistent(spark, manager, "fence", "one")
+    assert len(event_rows) == 40 and Counter(r.event.decode()[:6] for r in event_rows) == {
+        "a:0000": 8, "a:0001": 8, "a:0002": 8, "b:0000": 8, "b:0001": 8}
+    check_key_order(event_rows)
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{root}/fence/one/events`").collect()
+    writes = [h for h in history if h["operation"] == "WRITE" and not h["isBlindAppend"]]
+    assert len(writes) >= 5 and not [h for h in history if h["operation"] == "MERGE"]
+    assert all(int(h["operationMetrics"].get("numRemovedFiles", "0") or 0) == 0 for h in writes)
+
+
 @pytest.mark.process
 @pytest.mark.slow
 def test_two_client_processes_and_a_killed_writer(spark, root, manager, stream2):
@@ -265,19 +318,18 @@ def test_two_client_processes_and_a_killed_writer(spark, root, manager, stream2)
     check_key_order(event_rows)
 
 
-def test_the_library_sinks_run_on_the_server_and_head_sink_is_refused(spark, manager, stream2, tmp_path):
+def test_the_library_sinks_run_on_the_server_and_apply_the_head_there(spark, manager, stream2, tmp_path):
     """Over Spark Connect a ``foreachBatch`` function runs in the server's Python worker:
-    ``ps.idempotent_delta_sink`` (and ``ps.foreach_batch`` inside it) copies a ``head="plan"``
-    query's events exactly once, a replayed batch id is skipped, and ``head="sink"`` (whose
-    head is applied by the client's registry, not reachable there) is refused before any query."""
+    ``ps.idempotent_delta_sink`` copies a ``head="plan"`` query's events exactly once, and a
+    replayed batch id is skipped. With ``head="sink"`` the sink reads the head there, from the
+    batch's session: events below a truncation made after the query started (between two runs
+    from its checkpoint, which replays the commits before the truncation) never reach the copy,
+    and a file sink other than the library's fails before writing anything."""
     scope, stream = stream2
     writer = manager.create_event_writer(scope, stream, "src")
     writer.write_events(events_df(spark, [(f"k{i % 3}", f"old:{i}") for i in range(6)]))
     manager.truncate_stream(scope, stream, manager.tail_stream_cut(scope, stream))
     writer.write_events(events_df(spark, [(f"k{i % 3}", f"new:{i}") for i in range(5)]))
-    with pytest.raises(ps.UnsupportedOperationError, match="head='plan'") as caught:
-        manager.read_stream(scope, stream, head="sink")
-    assert "\n" not in str(caught.value)
     path = str(tmp_path / "copy")
     sink = ps.idempotent_delta_sink(path, "copy")
     query = (manager.read_stream(scope, stream).writeStream.foreachBatch(sink)
@@ -288,6 +340,31 @@ def test_the_library_sinks_run_on_the_server_and_head_sink_is_refused(spark, man
     assert sorted(r.event.decode() for r in copied.collect()) == [f"new:{i}" for i in range(5)]
     sink(manager.read_events(scope, stream), 0)  # a replay of batch 0, called here: skipped
     assert copied.count() == 5
+
+    def run(sink_path: str, checkpoint: str) -> None:
+        q = (manager.read_stream(scope, stream, head="sink").writeStream
+             .foreachBatch(ps.idempotent_delta_sink(sink_path, "head-sink"))
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        q.awaitTermination(300)
+        assert q.exception() is None
+
+    headed, checkpoint = str(tmp_path / "headed"), str(tmp_path / "headed_checkpoint")
+    run(headed, checkpoint)  # the query starts: it reads what is there
+    writer.write_events(events_df(spark, [(f"k{i % 3}", f"mid:{i}") for i in range(4)]))
+    manager.truncate_stream(scope, stream, manager.tail_stream_cut(scope, stream))  # after "mid"
+    writer.write_events(events_df(spark, [(f"k{i % 3}", f"late:{i}") for i in range(3)]))
+    run(headed, checkpoint)  # from its checkpoint: the commit adding "mid" is replayed, below the head
+    got = sorted(r.event.decode() for r in spark.read.format("delta").load(headed).collect())
+    assert got == sorted([f"new:{i}" for i in range(5)] + [f"late:{i}" for i in range(3)])
+    assert not [c for c in spark.read.format("delta").load(headed).columns if c.startswith("__pravega")]
+
+    plain = (manager.read_stream(scope, stream, head="sink").writeStream.format("delta")
+             .option("checkpointLocation", str(tmp_path / "plain_checkpoint")).trigger(availableNow=True)
+             .start(str(tmp_path / "plain")))
+    with pytest.raises(Exception, match="CalendarIntervalType"):  # its marker column: no file sink stores it
+        plain.awaitTermination(300)
+        raise AssertionError(f"a plain Delta sink wrote a head='sink' query: {plain.exception()}")
+    assert not os.path.exists(str(tmp_path / "plain" / "_delta_log"))  # nothing was written
 
 
 def test_a_writer_captured_by_foreach_batch_runs_on_the_server_exactly_once(spark, manager, stream2, tmp_path):

@@ -49,15 +49,11 @@ def into(events, out: str, plain: bool):
     return writer.foreachBatch(ps.idempotent_delta_sink(f"{out}/sink", "bench")).start()
 
 
-def sink_head(manager) -> bool:
-    """Whether the foreachBatch pair reads with ``head="sink"``: not over Spark Connect, where a
-    ``foreachBatch`` function runs on the server and ``read_stream`` refuses it."""
-    return _delta.foreach_batch_here(manager.spark)
-
-
 def drain_ours(manager, out: str, plain: bool = False) -> float:
+    """Our drain: into the foreachBatch sink with ``head="sink"`` (over Spark Connect too, where the
+    sink reads the head on the server), into a plain Delta sink with ``head="plan"``."""
     start = time.perf_counter()
-    head = "plan" if plain or not sink_head(manager) else "sink"
+    head = "plan" if plain else "sink"
     into(manager.read_stream(SCOPE, STREAM, head=head), out, plain).awaitTermination()
     return time.perf_counter() - start
 
@@ -145,8 +141,8 @@ def run(a) -> None:
     spark = manager.spark
     manager.create_stream(SCOPE, STREAM, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
     manager.create_event_writer(SCOPE, STREAM, "bench").write_events(source(spark, a.events, a.size))
-    in_sink = sink_head(manager)
-    pairs = {"foreachBatch": (f"read_stream head={'sink' if in_sink else 'plan'}", 0.9 if in_sink else 0.8),
+    classic = _delta.foreach_batch_here(spark)
+    pairs = {"foreachBatch": ("read_stream head=sink", 0.9 if classic else 0.8),
              "plain Delta sink": ("read_stream head=plan", None)}
     for kind, (ours_name, target) in pairs.items():
         plain = kind != "foreachBatch"

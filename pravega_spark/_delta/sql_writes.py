@@ -120,9 +120,12 @@ def fenced_insert(spark: SparkSession, path: str, source: DataFrame | None, colu
     for m in marks:
         source = source.unionByName(mark_row(session, source.schema, m, mark_generation(m, expected)))
     region, refusals = _guard_region(column, tails, seal_type, end_column, start_column, marks, expected)
-    counts = read(session, path).where(region).agg(
-        *[F.sum(F.when(F.expr(test), 1).otherwise(0)).alias(f"__r{i}") for i, (test, _) in enumerate(refusals)])
-    verdict = F.lit(True)
+    # the region (partition columns: the commit's read predicate), then any refusal (data columns:
+    # Delta skips the files whose statistics rule it out, e.g. a mark slot's older numbers)
+    counts = (read(session, path).where(region).where(" OR ".join(f"({test})" for test, _ in refusals))
+              .agg(*[F.sum(F.when(F.expr(test), 1).otherwise(0)).alias(f"__r{i}")
+                     for i, (test, _) in enumerate(refusals)]))
+    verdict = F.lit(True)  # (no row: each sum is null, and so is each test)
     for i, (_, message) in reversed(list(enumerate(refusals))):  # the first refusal found wins
         verdict = F.when(F.col(f"__r{i}") > 0, F.raise_error(F.lit(message))).otherwise(verdict)
     observed = Observation(f"pravega_spark_append_{uuid.uuid4().hex}")

@@ -427,9 +427,8 @@ class StreamManager:
             head: who drops the events below the head in each micro-batch: ``"sink"``, the
                 library's sinks (``ps.idempotent_delta_sink``, ``ps.foreach_batch``) with no Spark
                 job (any other sink stops before its first batch); ``"plan"`` (default), a lookup
-                Spark runs again every micro-batch, for any sink. Over Spark Connect the sinks
-                run on the server and read the head there; the DataFrame then carries a column
-                naming its stream, which they remove (any other sink that writes it fails).
+                Spark runs again every micro-batch, for any sink. Over Spark Connect the sinks read
+                the head on the server, from a column naming the stream that they remove.
 
         Raises:
             InvalidStreamCutError: ``start`` is not a cut of this stream.

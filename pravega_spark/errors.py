@@ -78,6 +78,32 @@ class TruncatedDataError(PravegaSparkError):
     """A read asked for data below the stream's head (Pravega: TruncatedDataException)."""
 
 
+# the text a stale read's scan raises with (``store.read_cache.stale_check``): Spark reports it
+# inside its own exception, where ``StaleReadError.of`` finds it
+STALE_READ_MARKER = "PRAVEGA_SPARK_STALE_READ"
+
+
+class StaleReadError(PravegaSparkError):
+    """A ``read_events`` DataFrame over Spark Connect was evaluated after another client changed
+    the stream (a scale, seal, truncation, update or re-creation): nothing was returned; call
+    ``read_events`` again. The action itself raises Spark's exception, whose message names
+    ``PRAVEGA_SPARK_STALE_READ``; ``StaleReadError.of(exc)`` turns it into this error (else None)."""
+
+    @classmethod
+    def of(cls, exc: BaseException) -> StaleReadError | None:
+        """This error if ``exc`` (or its cause) is a stale read's Spark exception, else None."""
+        while exc is not None:
+            if isinstance(exc, cls):
+                return exc
+            text = str(exc)
+            if STALE_READ_MARKER in text:
+                found = next(line for line in text.splitlines() if STALE_READ_MARKER in line)
+                found = found[found.index(STALE_READ_MARKER) + len(STALE_READ_MARKER) + 1:]
+                return cls(found.split(" SQLSTATE:")[0].strip())
+            exc = exc.__cause__ or exc.__context__
+        return None
+
+
 class SkippedEventsError(PravegaSparkError):
     """A streaming read would skip events: a commit that its source skips (one mixing adds and
     removes, or with ``dataChange=false`` adds) added events that no removed file held. Only a

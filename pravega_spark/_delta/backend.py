@@ -53,6 +53,9 @@ class DeltaBackend(Protocol):
     removes_folders: bool
     """Whether ``remove_tables`` deletes the tables' files (else it empties them, and VACUUM
     removes the bytes later)."""
+    resolves_at_evaluation: bool
+    """Whether a read resolves "latest" each time Spark evaluates it (a Spark Connect session,
+    where every request is a round trip) rather than pinning it at the call (SPEC ``read_events``)."""
 
     # the session
     def configure_session(self) -> None:

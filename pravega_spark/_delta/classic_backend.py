@@ -41,6 +41,7 @@ class ClassicBackend:
     places_files = True
     reads_log_changes = True
     removes_folders = True
+    resolves_at_evaluation = False
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark

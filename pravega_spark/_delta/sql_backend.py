@@ -29,6 +29,11 @@ class SqlBackend:
     reads_log_changes = False
     removes_folders = False
 
+    @property
+    def resolves_at_evaluation(self) -> bool:
+        """Over Spark Connect only (a classic session's reads pin "latest" at the call)."""
+        return is_connect_session(self.spark)
+
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
 

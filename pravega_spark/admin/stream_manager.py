@@ -2,9 +2,8 @@
 they stand for: ``StreamManager``, ``ReaderGroupManager``, ``KeyValueTableManager``, the client
 factory, the controller's services and the operator tools.
 
-It delegates: the stream workflows to ``controller.stream_tasks``, the read side to
-``controller.client.Controller``, each service's loop to the module of its concept. See
-docs/ARCHITECTURE.md.
+It delegates the stream workflows to ``controller.stream_tasks``, the read side to ``controller.client.Controller``
+and each service's loop to the module of its concept (docs/ARCHITECTURE.md).
 """
 
 from __future__ import annotations
@@ -393,8 +392,9 @@ class StreamManager:
 
         Columns: ``scope, stream, segment_id, offset, event, routing_key, writer_id, write_time``.
         Per routing key, ordering by ``(segment_id, offset)`` is append order. With ``end="latest"``
-        the DataFrame is pinned to the events table's version at the call, so it does not grow
-        when evaluated again; between two cuts the data is immutable anyway.
+        on a classic session the DataFrame is pinned at the call; over Spark Connect "latest"
+        resolves at each evaluation, which fails (``StaleReadError``) once another client has
+        scaled, sealed, truncated or re-created the stream: read again.
 
         Raises:
             TruncatedDataError: ``start`` is before the stream's head.

@@ -83,6 +83,11 @@ class Controller:
         """``settled`` and ``segment_records``, in one request where the backend can."""
         return stream_tasks.settled_with_segments(self.store, scope, stream)
 
+    def cached_with_segments(self, scope: str, stream: str):
+        """``settled_with_segments`` from this process's read cache (``store.read_cache``): no
+        request when the stream was read in the last few seconds."""
+        return self.store.read_cache.get(scope, stream, self.settled_with_segments)
+
     def active_with_segments(self, scope: str, stream: str) -> tuple[StreamRecord, list[SegmentRecord]]:
         """``active_stream`` and ``segment_records``, in one request where the backend can."""
         return stream_tasks.active_with_segments(self.store, scope, stream)

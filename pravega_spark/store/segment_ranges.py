@@ -70,7 +70,7 @@ def segment_ranges(start: StreamCut, end: StreamCut,
 # ``records_in_their_files``). So a read picks its files by their partition values alone, reads no
 # ``record_type``, and filters rows only where a file may straddle one of its bounds.
 DATA_FILES = "end_offset > base_offset"
-_NO_END = 2**63 - 1
+NO_END = 2**63 - 1  # past any offset
 
 Extents = Mapping[int, Sequence[tuple[int, int]]]  # per segment, its data files' [base_offset, end_offset)
 
@@ -102,7 +102,7 @@ def range_filters(ranges: Sequence[SegmentRange], extents: Extents | None = None
     if not bounded:
         return files, ""
     lows = {int(r.segment_id): max(int(r.start), 0) for r in ranges}
-    highs = {int(r.segment_id): _NO_END if r.end is None else int(r.end) for r in ranges}
+    highs = {int(r.segment_id): NO_END if r.end is None else int(r.end) for r in ranges}
     files += f" AND end_offset > {_lookup(lows)} AND base_offset < {_lookup(highs)}"
     cut = {int(r.segment_id) for r in bounded if straddled(r, extents)}
     if not cut:

@@ -22,6 +22,7 @@ from ..stream.retention import RetentionRecord
 from ..stream.segments import SegmentRecord
 from ..stream.stream_cut import StreamCut
 from .clock import from_spark_time, utc_now
+from .read_cache import StreamReadCache
 from .schema import (
     AUTOSCALE_SCHEMA,
     AUTOSCALE_TABLE,
@@ -103,6 +104,7 @@ class Store(SegmentStore):
         # id) is unchanged, which costs a look at its log rather than a Spark job to check
         self._cache: dict[tuple, tuple[tuple[int, str], object]] = {}
         self._transient_tables: set[str] = set()
+        self.read_cache = StreamReadCache()  # the rows Connect reads start from (``read_cache``)
 
     def _cached(self, path: str, key: tuple, load):
         """``load(version)`` for the table's latest version, reusing the last result if the table
@@ -238,6 +240,11 @@ class Store(SegmentStore):
         return (self.backend.read(self.streams_path)
                 .where((F.col("stream") != SCOPE_MARK) & ~F.col("stream").startswith(KVT_PREFIX)))
 
+    def stream_rows(self, scope: str, stream: str) -> DataFrame:
+        """The stream's row in the streams table, as a DataFrame (none once deleted)."""
+        return self.backend.read(self.streams_path).where(
+            (F.col(STREAM_KEY) == stream_key(scope, stream)) & (F.col("scope") == scope) & (F.col("stream") == stream))
+
     def stream_record(self, scope: str, stream: str) -> StreamRecord | None:
         rows = self.table_rows(self.streams_path, STREAM_KEY, stream_key(scope, stream))
         return self._record_of(rows, scope, stream)
@@ -271,6 +278,7 @@ class Store(SegmentStore):
     def _catalog_partition(self, scope: str, name: str) -> tuple[_delta.TableTransaction, list, list[dict]]:
         """A transaction on the streams table fenced on the partition of ``name`` (a stream or a
         KVT's internal name), the partition's files and the rows of ``name`` in them."""
+        self.read_cache.forget(scope, name)  # this process changes the row: its reads fetch it again
         txn = self.backend.transaction(self.streams_path)
         files = txn.read_partition(STREAM_KEY, stream_key(scope, name))
         return txn, files, [r for r in txn.rows(files) if r["scope"] == scope and r["stream"] == name]

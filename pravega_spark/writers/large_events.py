@@ -244,6 +244,7 @@ class LargeEventWriter(io.RawIOBase):
             attempt = self._commit_attempt if self._places_files else self._commit_rows_attempt
             result = _delta.retrying(attempt, f"commit {self!r}", self._appender.retry)
             self._remove_staged()
+            self._store.read_cache.forget(self._appender.scope, self._appender.stream)  # chunks are there now
         self._result = result
         super().close()
         log.info("%r committed at version %s", self, result.version)

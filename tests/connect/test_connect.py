@@ -282,6 +282,64 @@ def test_the_guarded_append_refuses_in_both_windows(spark, root, manager, tmp_pa
 
 @pytest.mark.process
 @pytest.mark.slow
+def test_a_read_resolves_latest_at_evaluation_and_a_stale_cached_row_fails_it(spark, root, manager, stream2):
+    """Over Spark Connect ``read_events`` takes the stream's row from this process's cache (no
+    request) and resolves "latest" when Spark evaluates the DataFrame. A scale (or a truncation)
+    made by a second client between the call and the action fails the action with
+    ``StaleReadError``'s message: never the old segments' rows without the new ones'. Reading
+    again then gives every event, and a large event committed by another client fails a read
+    that skipped assembling, until read again."""
+    from pyspark.sql import SparkSession
+
+    scope, stream = stream2
+    writer = manager.create_event_writer(scope, stream, "w")
+    writer.write_events(events_df(spark, [(f"k{i % 4}", f"a:{i}") for i in range(8)]))
+    assert manager.read_events(scope, stream).count() == 8  # fetched and cached
+    whole = manager.read_events(scope, stream)  # from the cache
+    writer.write_events(events_df(spark, [(f"k{i % 4}", f"b:{i}") for i in range(4)]))
+    assert whole.count() == 12  # "latest" resolves at evaluation
+
+    other_session = SparkSession.builder.remote(os.environ["SPARK_REMOTE"]).create()  # a second client
+    other = ps.StreamManager(other_session, root)
+    stale = manager.read_events(scope, stream)
+    segments = sorted(r.segment_id for r in other.segments(scope, stream).collect())
+    other.scale_stream(scope, stream, segments, [(0.0, 0.5), (0.5, 1.0)])
+    other.create_event_writer(scope, stream, "o").write_events(
+        events_df(other_session, [(f"k{i % 4}", f"c:{i}") for i in range(6)]))
+
+    def read_again_on_error(df, action):
+        """The action, and on a stale read's error what reading again gives (in the except block)."""
+        try:
+            action(df)
+        except Exception as exc:  # noqa: BLE001 - Spark's exception, recognized below
+            error = ps.StaleReadError.of(exc)
+            assert isinstance(error, ps.PravegaSparkError) and "call read_events again" in str(error), exc
+            assert "SQLSTATE" not in str(error)
+            return [r.event for r in manager.read_events(scope, stream).collect()]
+        raise AssertionError("the stale read returned rows")
+
+    got = sorted(e.decode() for e in read_again_on_error(stale, lambda df: df.collect()))
+    assert len(got) == 18 and sum(e.startswith("c:") for e in got) == 6
+
+    stale = manager.read_events(scope, stream)  # its segments will hold no row at all: nothing to scan
+    tail = other.tail_stream_cut(scope, stream)
+    other.truncate_stream(scope, stream, tail)
+    segments = sorted(tail.positions)
+    other.scale_stream(scope, stream, segments, [(0.0, 0.3), (0.3, 0.6), (0.6, 1.0)])
+    other.create_event_writer(scope, stream, "o").write_events(
+        events_df(other_session, [(f"k{i % 4}", f"d:{i}") for i in range(5)]))
+    got = sorted(e.decode() for e in read_again_on_error(stale, lambda df: df.count()))
+    assert got == [f"d:{i}" for i in range(5)]
+
+    stale = manager.read_events(scope, stream)  # no chunks when fetched: assembly skipped
+    with other.create_event_writer(scope, stream, "big").stream_event(routing_key="k0") as event:
+        event.write(b"x" * (ps.MAX_EVENT_SIZE + 1))  # past 8 MiB: committed as chunks
+        event.commit()
+    got = sorted(len(e) for e in read_again_on_error(stale, lambda df: df.count()))
+    assert got == [3] * 5 + [ps.MAX_EVENT_SIZE + 1]
+    other_session.stop()
+
+
 def test_two_client_processes_and_a_killed_writer(spark, root, manager, stream2):
     """Two writer processes append concurrently while a third is killed in the middle of its
     commit (the server runs the MERGE it sent, or not at all): every event of the survivors

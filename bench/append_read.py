@@ -216,6 +216,7 @@ def main(argv=None) -> int:
     p.add_argument("--skip-history", action="store_true")
     p.add_argument("--settings", help="KEY=value lines (scripts/local_s3.sh start): the spark.* ones configure the session")
     p.add_argument("--connect", action="store_true", help="on a Spark Connect session, after a classic run")
+    p.add_argument("--skip-classic", action="store_true", help="with --connect: the Connect run only")
     a = p.parse_args(argv)
     if a.connect:
         return run_connect(a)
@@ -240,9 +241,10 @@ def run_connect(a) -> int:
     """``--connect``: the append and read runs on a classic session (a subprocess, printed first),
     then on a Spark Connect session, each against its own session type's raw Delta operations."""
     args = ["--events", str(a.events), "--sizes", a.sizes.split(",")[0], "--rounds", str(a.rounds), "--skip-history"]
-    print("== classic session", flush=True)
-    env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
-    subprocess.run([sys.executable, __file__, *args, "--root", a.root + "-classic"], check=True, env=env)
+    if not a.skip_classic:
+        print("== classic session", flush=True)
+        env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
+        subprocess.run([sys.executable, __file__, *args, "--root", a.root + "-classic"], check=True, env=env)
     with connect_server() as remote:
         print(f"== Spark Connect session ({remote})", flush=True)
         shutil.rmtree(a.root + "-connect", ignore_errors=True)

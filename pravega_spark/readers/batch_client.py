@@ -12,7 +12,7 @@ from ..store.read_cache import no_chunks_check, stale_check
 from ..stream.names import validate_scope_name, validate_stream_name
 from ..stream.segments import epoch_members
 from ..stream.stream_cut import StreamCut
-from .large_event_reader import assemble_large_events
+from .large_event_reader import CONNECT_ROW_LIMIT, assemble_large_events
 
 
 def read_events(controller: Controller, scope: str, stream: str, start: CutOrName = "earliest",
@@ -74,6 +74,9 @@ def read_at_evaluation(controller: Controller, scope: str, stream: str, start: C
     inside the scan (``store.read_cache``): a row changed by another client since fails the
     action with ``StaleReadError``'s message, never a wrong or partial result.
 
+    A large event past ``CONNECT_ROW_LIMIT`` fails the action with a message naming
+    ``open_event`` (the row would cross the server's driver and the wire whole).
+
     Requests before the scan: none for a stream read before in this process (a bounded cut is
     probed for its boundaries once); the first read fetches the row and segments, and asks
     once whether large events are there."""
@@ -100,8 +103,9 @@ def read_at_evaluation(controller: Controller, scope: str, stream: str, start: C
     if open_end(end):
         if entry.chunks is None:  # asked once per entry; a chunk committed since fails the scan
             entry.chunks = store.may_hold_chunks(scope, stream, [r.segment_id for r in records])
-        events = events.transform(assemble_large_events) if entry.chunks else events.where(no_chunks_check(record))
+        events = (events.transform(assemble_large_events, CONNECT_ROW_LIMIT) if entry.chunks
+                  else events.where(no_chunks_check(record)))
     elif store.may_hold_chunks(scope, stream, [r.segment_id for r in ranges], None,
                                (record.creation_time, tuple(ranges))):  # fixed data: its answer is kept
-        events = events.transform(assemble_large_events)
+        events = events.transform(assemble_large_events, CONNECT_ROW_LIMIT)
     return events.transform(segment_ranges.select_read_columns, scope=scope, stream=stream)

@@ -44,6 +44,11 @@ from ..store.schema import (
 # writers' default size, 8 MiB); the Python process holds one such window (an Arrow table).
 READ_WINDOW_BYTES = 4 * MAX_EVENT_SIZE
 
+# The largest event ``read_events`` assembles into one row over Spark Connect, where the row
+# crosses the server's driver and the wire whole (a 20 MiB event reads back on a 1 GiB server, a
+# 64 MiB one ran it out of heap); a larger one fails the read with a message naming ``open_event``.
+CONNECT_ROW_LIMIT = 4 * MAX_EVENT_SIZE
+
 
 # ---- the rule ----------------------------------------------------------------------------------
 def is_complete(chunks: Sequence[tuple[int, int, int]], event_offset: int) -> bool:
@@ -53,8 +58,10 @@ def is_complete(chunks: Sequence[tuple[int, int, int]], event_offset: int) -> bo
             and all(a[1] == b[0] for a, b in zip(chunks, chunks[1:], strict=False)))
 
 
-def complete_events(chunks: DataFrame, keys: Sequence[str] = ("segment_id", "event_offset")) -> DataFrame:
-    """The rule over a DataFrame of chunk rows: the ``keys`` of each complete event.
+def complete_events(chunks: DataFrame, keys: Sequence[str] = ("segment_id", "event_offset"),
+                    spans: bool = False) -> DataFrame:
+    """The rule over a DataFrame of chunk rows: the ``keys`` of each complete event (and, with
+    ``spans``, its ``span``: the bytes from its first chunk's offset to its last chunk's end).
 
     On offsets only (no payload moves): the first chunk's offset is ``event_offset``, one
     ``CHUNK_END`` is there, and the chunks' lengths add up to the event's span (no gap, no
@@ -71,11 +78,23 @@ def complete_events(chunks: DataFrame, keys: Sequence[str] = ("segment_id", "eve
             .where((F.col("offset") == F.col("event_offset")) & (F.col("__first") == F.col("event_offset"))
                    & (F.col("__ends") == 1) & (F.col("__last_end") == F.col("__end"))
                    & (F.col("__bytes") == F.col("__end") - F.col("__first")))
-            .select(*keys))
+            .select(*keys, *([(F.col("__end") - F.col("__first")).alias("span")] if spans else [])))
+
+
+def refuse_larger_than(complete: DataFrame, limit: int) -> DataFrame:
+    """``complete_events``' rows with ``span``, failing the action on an event whose payload
+    passes ``limit`` bytes: too large to return as one row here, read with ``open_event``."""
+    payload = F.col("span") - F.lit(HEADER_SIZE)
+    message = F.concat(
+        F.lit("EventTooLarge: the large event at segment "), F.col("segment_id").cast("string"),
+        F.lit(" offset "), F.col("event_offset").cast("string"), F.lit(" ("), payload.cast("string"),
+        F.lit(f" bytes) is larger than read_events returns as one row over Spark Connect ({limit} bytes): "
+              "read it chunk by chunk with StreamManager.open_event(EventPointer(...))"))
+    return complete.where(F.when(payload > F.lit(limit), F.raise_error(message).cast("boolean")).otherwise(F.lit(True)))
 
 
 # ---- batch reads -------------------------------------------------------------------------------
-def assemble_large_events(events: DataFrame) -> DataFrame:
+def assemble_large_events(events: DataFrame, limit: int | None = None) -> DataFrame:
     """One row per event: the chunk rows of each large event become one row.
 
     Rows that are not chunks pass through unchanged. Which large events are complete is the
@@ -86,12 +105,16 @@ def assemble_large_events(events: DataFrame) -> DataFrame:
     ``record_type = EVENT``; other columns (routing key, writer, write time, ...) are the event's.
 
     Assembling holds the whole event in one task's memory (about twice its size): stream events
-    larger than that with ``StreamManager.open_event``.
+    larger than that with ``StreamManager.open_event``. With ``limit``, a complete event whose
+    span passes it fails the action before any payload is concatenated, with a message naming
+    ``open_event`` (``refuse_larger_than``).
     """
     is_chunk = F.col("record_type").isin(*CHUNK_TYPES)
     chunks = events.where(is_chunk)
     keys = ["segment_id", "event_offset"]
-    complete = complete_events(chunks, keys)
+    complete = complete_events(chunks, keys, spans=limit is not None)
+    if limit is not None:
+        complete = complete.transform(refuse_larger_than, limit).select(*keys)
     aggregates = {
         "offset": F.first("event_offset"),
         "next_offset": F.max("next_offset"),

@@ -225,6 +225,11 @@ def test_a_transaction_and_a_64_mib_large_event_with_the_client_holding_a_few_ch
         for part in event.iter_chunks():
             read.update(part)
     assert read.hexdigest() == digest.hexdigest()
+    # read_events refuses to make it one row (past CONNECT_ROW_LIMIT), naming open_event, and the server lives on
+    with pytest.raises(Exception, match="open_event") as refused:
+        manager.read_events(scope, "big").collect()
+    assert f"offset {offset} ({64 * mib} bytes)" in str(refused.value)
+    assert spark.range(3).count() == 3  # the server is alive
 
 
 def test_the_guarded_append_refuses_in_both_windows(spark, root, manager, tmp_path):

@@ -1,7 +1,8 @@
 """Transaction throughput and idempotent-retry cost, against plain writes in the same process.
 
     .venv/bin/python bench/transactions.py [--txns 100] [--events 10000] [--size 100] [--rounds 5]
-                                           [--retry-rounds 10] [--root /tmp/bench-txn]
+                                           [--retry-rounds 10] [--commit-events 100000] [--root /tmp/bench-txn]
+    .venv/bin/python bench/transactions.py --connect   # over Spark Connect (SPARK_REMOTE, else a local server)
 
 Prints, each comparison alternating for its rounds after a warm-up round
 (``bench/_common.alternate``), each round's ratio printed, the measure the MEDIAN of the
@@ -12,12 +13,16 @@ per-round ratios with min and max (targets on the median):
      transactions' = the transactional throughput / the plain one, a speed (target >= 0.8x);
   2. an idempotent write of EVENTS events vs its skipped retry (same writer id and write number),
      RETRY-ROUNDS rounds; ratio = retry seconds / write's, a cost (target: under 0.1x, the retry
-     costs under 10% of the write).
+     costs under 10% of the write);
+  3. the commit of one transaction holding COMMIT-EVENTS staged events vs a raw Delta append of
+     the same rows to a plain table, ROUNDS rounds; ratio = commit seconds / append's, a cost
+     (target <= 1.5x).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -30,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark.sql import functions as F
 
 import pravega_spark as ps
-from bench._common import COST, alternate
+from bench._common import COST, alternate, connect_server
 
 
 def batch(spark, index: int, events: int, size: int):
@@ -50,14 +55,25 @@ def main(argv=None) -> int:
     p.add_argument("--size", type=int, default=100)
     p.add_argument("--rounds", type=int, default=5, help="1.: rounds after a warm-up round")
     p.add_argument("--retry-rounds", type=int, default=10, help="2.: rounds after a warm-up round")
+    p.add_argument("--commit-events", type=int, default=100_000, help="3.: staged events per committed transaction")
     p.add_argument("--root", default="/tmp/bench-txn")
+    p.add_argument("--connect", action="store_true", help="on a Spark Connect session")
     a = p.parse_args(argv)
+    a.root = str(Path(a.root).resolve())
     shutil.rmtree(a.root, ignore_errors=True)
+    if a.connect:
+        with connect_server():
+            print(f"== Spark Connect session ({os.environ['SPARK_REMOTE']})", flush=True)
+            return run(a, ps.spark_session())
     spark = ps.spark_session(**{"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
+    return run(a, spark)
+
+
+def run(a, spark) -> int:
     manager = ps.StreamManager(spark, a.root)
     manager.create_scope("bench")
-    for name in ("plain", "txn", "idem"):
+    for name in ("plain", "txn", "idem", "commit"):
         manager.create_stream("bench", name, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
     plain = manager.create_event_writer("bench", "plain", writer_id="plain")
     txw = manager.create_transactional_writer("bench", "txn", writer_id="txn")
@@ -107,7 +123,34 @@ def main(argv=None) -> int:
     print(f"idempotent write of {a.events:,} events vs its skipped retry", flush=True)
     alternate(("write", first_write), ("skipped retry", retry), rounds=a.retry_rounds, label="idempotent retry",
               orientation=COST, targets=0.1)
+    bench_commit(spark, manager, a)
     return 0
+
+
+def bench_commit(spark, manager, a) -> None:
+    """3.: one transaction's commit of COMMIT-EVENTS staged events vs a raw append of its rows."""
+    committer = manager.create_transactional_writer("bench", "commit", writer_id="commit")
+    rows = batch(spark, 10_000, a.commit_events, a.size)
+    raw_path = f"{a.root}/raw_commit"
+    txns = []
+
+    def stage(r: int) -> None:  # not timed: staged before the rounds run
+        txn = committer.begin_txn(timedelta(seconds=3600))
+        txn.write_events(rows)
+        txns.append(txn)
+
+    def commit(r: int) -> None:
+        assert txns.pop(0).commit().event_count == a.commit_events
+
+    def raw_append(r: int) -> None:
+        rows.write.format("delta").mode("append").save(raw_path)
+
+    print(f"commit of a transaction of {a.commit_events:,} staged events vs a raw Delta append of the same rows",
+          flush=True)
+    for r in range(a.rounds + 1):  # the warm-up's and each round's transaction, all open at once
+        stage(r)
+    alternate(("raw Delta append", raw_append), ("transaction commit", commit),
+              rounds=a.rounds, label="transaction commit", orientation=COST, targets=1.5)
 
 
 if __name__ == "__main__":

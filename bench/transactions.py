@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyspark.sql import functions as F
 
 import pravega_spark as ps
-from bench._common import COST, alternate, connect_server
+from bench._common import COST, Seconds, alternate, connect_server
 
 
 def batch(spark, index: int, events: int, size: int):
@@ -58,6 +58,7 @@ def main(argv=None) -> int:
     p.add_argument("--commit-events", type=int, default=100_000, help="3.: staged events per committed transaction")
     p.add_argument("--root", default="/tmp/bench-txn")
     p.add_argument("--connect", action="store_true", help="on a Spark Connect session")
+    p.add_argument("--only", default="123", help="which measures to run (digits)")
     a = p.parse_args(argv)
     a.root = str(Path(a.root).resolve())
     shutil.rmtree(a.root, ignore_errors=True)
@@ -77,7 +78,8 @@ def run(a, spark) -> int:
         manager.create_stream("bench", name, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
     plain = manager.create_event_writer("bench", "plain", writer_id="plain")
     txw = manager.create_transactional_writer("bench", "txn", writer_id="txn")
-    batches = [batch(spark, i, a.events, a.size) for i in range(max(1, a.txns // a.rounds) * (a.rounds + 1))]
+    batches = ([batch(spark, i, a.events, a.size) for i in range(max(1, a.txns // a.rounds) * (a.rounds + 1))]
+               if "1" in a.only or "2" in a.only else [])
 
     def write_plain(df):
         plain.write_events(df)
@@ -103,19 +105,26 @@ def run(a, spark) -> int:
         return run
 
     n = per_round * a.events
-    print(f"{per_round} transactions x {a.events:,} events per round vs the same events as {per_round} plain writes",
-          flush=True)
-    alternate(("plain writes", writes(write_plain)), ("transactions", writes(write_txn)), rounds=a.rounds,
-              label="transactional vs plain throughput", targets=0.8)
-    print(f"  ({n:,} events per side per round; per transaction, medians: "
-          + ", ".join(f"{k} {statistics.median(v) * 1000:.0f} ms" for k, v in steps.items()) + ")")
+    if "1" in a.only:
+        print(f"{per_round} transactions x {a.events:,} events per round vs the same events as {per_round} "
+              "plain writes", flush=True)
+        alternate(("plain writes", writes(write_plain)), ("transactions", writes(write_txn)), rounds=a.rounds,
+                  label="transactional vs plain throughput", targets=0.8)
+        print(f"  ({n:,} events per side per round; per transaction, medians: "
+              + ", ".join(f"{k} {statistics.median(v) * 1000:.0f} ms" for k, v in steps.items()) + ")")
+    if "2" in a.only:
+        bench_retry(manager, a, batches)
+    if "3" in a.only:
+        bench_commit(spark, manager, a)
+    return 0
 
+
+def bench_retry(manager, a, batches) -> None:
+    """2.: an idempotent write vs its skipped retry."""
     idem = manager.create_event_writer("bench", "idem", writer_id="idem")
-    firsts = {}
 
     def first_write(r: int) -> None:
-        firsts[r] = idem.write_events(batches[r % len(batches)], write_number=r)
-        assert firsts[r].event_count == a.events
+        assert idem.write_events(batches[r % len(batches)], write_number=r).event_count == a.events
 
     def retry(r: int) -> None:
         assert idem.write_events(batches[r % len(batches)], write_number=r).event_count == 0
@@ -123,8 +132,6 @@ def run(a, spark) -> int:
     print(f"idempotent write of {a.events:,} events vs its skipped retry", flush=True)
     alternate(("write", first_write), ("skipped retry", retry), rounds=a.retry_rounds, label="idempotent retry",
               orientation=COST, targets=0.1)
-    bench_commit(spark, manager, a)
-    return 0
 
 
 def bench_commit(spark, manager, a) -> None:
@@ -132,23 +139,19 @@ def bench_commit(spark, manager, a) -> None:
     committer = manager.create_transactional_writer("bench", "commit", writer_id="commit")
     rows = batch(spark, 10_000, a.commit_events, a.size)
     raw_path = f"{a.root}/raw_commit"
-    txns = []
 
-    def stage(r: int) -> None:  # not timed: staged before the rounds run
-        txn = committer.begin_txn(timedelta(seconds=3600))
+    def commit(r: int) -> Seconds:  # staged first, not timed: the commit's own seconds
+        txn = committer.begin_txn(timedelta(seconds=600))
         txn.write_events(rows)
-        txns.append(txn)
-
-    def commit(r: int) -> None:
-        assert txns.pop(0).commit().event_count == a.commit_events
+        start = time.perf_counter()
+        assert txn.commit().event_count == a.commit_events
+        return Seconds(time.perf_counter() - start)
 
     def raw_append(r: int) -> None:
         rows.write.format("delta").mode("append").save(raw_path)
 
     print(f"commit of a transaction of {a.commit_events:,} staged events vs a raw Delta append of the same rows",
           flush=True)
-    for r in range(a.rounds + 1):  # the warm-up's and each round's transaction, all open at once
-        stage(r)
     alternate(("raw Delta append", raw_append), ("transaction commit", commit),
               rounds=a.rounds, label="transaction commit", orientation=COST, targets=1.5)
 

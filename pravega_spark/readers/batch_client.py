@@ -63,6 +63,7 @@ def read_events(controller: Controller, scope: str, stream: str, start: CutOrNam
 
 
 def open_end(end: CutOrName) -> bool:
+    """Whether a read's ``end`` is open: ``"latest"`` or an unbounded cut (pure)."""
     return end == "latest" or (isinstance(end, StreamCut) and end.is_unbounded)
 
 

@@ -10,16 +10,14 @@ re-creation) changes the row's ``row_version`` or its creation time, and the sca
 compares them with the cached ones (``stale_check``: a scalar subquery over the streams table):
 a stale row fails the action with ``StaleReadError``'s message, never a wrong or partial result.
 
-An entry serves reads for ``FRESH_SECONDS`` after it was fetched (Delta's own staleness limit
-works the same way); then the next read fetches the row again. A read made while a stale read's
-error is being handled (in an ``except`` block, or after a notebook cell failed with it) fetches
+An entry serves reads for ``FRESH_SECONDS`` after it was fetched; then the next read fetches
+the row again. A read made while a stale read's error is being handled (in an ``except`` block, or after a notebook cell failed with it) fetches
 the row at once, so reading again after the error always sees the change. This process's own
 changes to a stream's row drop its entry (``forget``).
 """
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
 import time
@@ -33,8 +31,6 @@ from ..errors import STALE_READ_MARKER
 from ..stream.record import StreamRecord
 from ..stream.segments import SegmentRecord
 from .schema import CHUNK_TYPES
-
-log = logging.getLogger("pravega_spark")
 
 FRESH_SECONDS = 10.0  # how long a fetched row serves reads
 

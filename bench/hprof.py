@@ -32,6 +32,12 @@ _ID = struct.Struct(">Q")
 _ROOT_BODY = {0xFF: 8, 0x05: 8, 0x07: 8, 0x01: 16, 0x02: 16, 0x03: 16, 0x08: 16, 0x04: 12, 0x06: 12}
 STREAMING_QUERY_CACHE = "org.apache.spark.sql.connect.service.SparkConnectStreamingQueryCache"
 STREAMING_QUERY = "org.apache.spark.sql.execution.streaming.runtime.StreamingQueryWrapper"
+TORRENT_BROADCAST = "org.apache.spark.broadcast.TorrentBroadcast"
+BROADCAST_BLOCK_ID = "org.apache.spark.storage.BroadcastBlockId"
+# the map entries that hold a block manager's blocks by id (the MemoryStore's LinkedHashMap, the
+# BlockInfoManager's ConcurrentHashMap)
+_MAP_ENTRIES = {"java.util.LinkedHashMap$Entry": "value", "java.util.HashMap$Node": "value",
+                "java.util.concurrent.ConcurrentHashMap$Node": "val"}
 
 
 def _aligned(size: int) -> int:
@@ -232,6 +238,31 @@ class HeapDump:
         """MiB reachable only through the instances of ``class_name`` (their retained size)."""
         return (self._live_bytes() - self._live_bytes(self.instances(class_name))) / 2**20
 
+    def retained_with_broadcasts(self, class_name: str) -> tuple[float, int]:
+        """(MiB, broadcasts): what the instances of ``class_name`` keep alive, counting as theirs
+        the block manager's copies of each broadcast whose handle (a ``TorrentBroadcast``) only
+        they reach. The block manager holds those copies directly, but Spark's ``ContextCleaner``
+        drops a broadcast's blocks once its handle is collected: they go with the instances."""
+        holders = self.instances(class_name)
+        kept = np.setdiff1d(self._reachable(), self._reachable(holders))
+        handles = kept[np.isin(kept, self.instances(TORRENT_BROADCAST))]
+        ids = {self.long_field(int(h), "id") for h in handles}
+        keys = {int(self.ids[b]) for b in self.instances(BROADCAST_BLOCK_ID) if self.long_field(int(b), "broadcastId") in ids}
+        values = []
+        for name, value in _MAP_ENTRIES.items():
+            for entry in self.instances(name):
+                kind, at = int(self.kinds[entry]), int(self._where[entry])
+                key_at = next(off for field, off in self._layout(kind) if field == "key")
+                if _ID.unpack_from(self._data, at + key_at)[0] in keys:
+                    values.append(self.field(int(entry), value))
+        without = np.concatenate([holders, np.array([v for v in values if v >= 0], dtype=holders.dtype)])
+        return (self._live_bytes() - self._live_bytes(without)) / 2**20, len(ids)
+
+    def long_field(self, row: int, name: str) -> int | None:
+        """An instance's ``long`` field ``name`` (its own or a superclass's), None if absent."""
+        at = next((at for field, kind, at in self._offsets(int(self.kinds[row])) if field == name and kind == 11), None)
+        return None if at is None else struct.unpack_from(">q", self._data, int(self._where[row]) + at)[0]
+
     def retained_each_mib(self, class_name: str) -> list[tuple[int, float]]:
         """(row, MiB reachable only through it) for each instance of ``class_name``."""
         return [(int(row), (self._live_bytes() - self._live_bytes(np.array([row]))) / 2**20)
@@ -307,11 +338,17 @@ def main() -> None:
     parser.add_argument("dump")
     parser.add_argument("--paths", metavar="CLASS", help="reference paths from GC roots to this class's instances")
     parser.add_argument("--retained", metavar="CLASS", nargs="*", default=[], help="retained size of these classes' instances")
+    parser.add_argument("--with-broadcasts", metavar="CLASS", nargs="*", default=[],
+                        help="retained size of these classes' instances, the broadcasts only they reference included")
     args = parser.parse_args()
     heap = HeapDump(args.dump)
     print(f"{len(heap.ids):,} objects; {heap.live_mib():.1f} MiB reachable from GC roots")
     for name in args.retained:
         print(f"{name}: {len(heap.instances(name))} instances retain {heap.retained_mib(name):.1f} MiB")
+    for name in args.with_broadcasts:
+        mib, broadcasts = heap.retained_with_broadcasts(name)
+        print(f"{name}: {len(heap.instances(name))} instances retain {mib:.1f} MiB with the {broadcasts} broadcasts "
+              "only they reference")
     if args.paths:
         for count, steps in heap.paths(args.paths)[:30]:
             print(f"\n{count} x, {len(steps)} steps:")

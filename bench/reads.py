@@ -15,14 +15,14 @@ On 4 segments, 5 appends of ``--events`` events of ~200 B, then 1,000 more (the 
   - whole stream: ``read_events(scope, stream)`` vs the whole table, ``sum(length(event))``
     (speed, raw s / ours; target >= 0.95x classic, >= 0.9x over Connect);
   - between two cuts: the tail cuts after appends 1 and 4 (3 of the 5 appends' events) vs a
-    filter on ``round`` (target >= 1.0x classic, >= 0.9x over Connect);
+    filter on ``round`` (target >= 0.9x on both, issue #67 decision 5);
   - the tail: ``read_events(cut, "latest")`` of the last 1,000 events, collected, vs the same
     rows by a filter on ``round`` (a cost, ours s / raw; target <= 1.5x).
 On 64 segments and ~5,000 files (``--wide-appends`` appends of ``--wide-events``, a file per segment
 each): the same three.
 Drain: ``read_stream`` (``availableNow``) of a stream of ``--drain-events`` events into a Delta sink
-vs Delta's ``readStream`` of the plain table into the same kind of sink (target >= 0.95x); on
-classic also both into ``ps.idempotent_delta_sink``, ours with ``head="sink"`` (reported).
+vs Delta's ``readStream`` of the plain table into the same kind of sink (target >= 0.95x); then
+both into ``ps.idempotent_delta_sink``, ours with ``head="sink"`` (target >= 0.8x over Connect).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class Pair:
         print(f"{label}: between the cuts after appends {first} and {last} of {appends}, {n[1]:,} events",
               flush=True)
         alternate(("raw filtered Delta read", lambda r: between_raw()), ("read_events", lambda r: between_ours()),
-                  rounds=rounds, label=f"{label} between cuts", targets=0.9 if connect else 1.0)
+                  rounds=rounds, label=f"{label} between cuts", targets=0.9)
 
         tail_cut = self.cuts[-2]
         tail_ours = lambda: m.read_events(SCOPE, self.stream, tail_cut, "latest").select("event").collect()  # noqa: E731
@@ -127,9 +127,9 @@ def build(manager: ps.StreamManager, stream: str, segments: int, appends: int, e
 def drain(manager: ps.StreamManager, stream: str, raw: str, events: int, root: str, rounds: int,
           connect: bool) -> None:
     """``read_stream`` vs Delta's ``readStream`` of the plain table, each ``availableNow`` from a
-    new checkpoint: into a Delta sink (the head in the plan), then (classic only: over Connect a
-    ``foreachBatch`` function runs on the server) into ``ps.idempotent_delta_sink``, where the
-    library's sink applies the head (``head="sink"``)."""
+    new checkpoint: into a Delta sink (the head in the plan), then into
+    ``ps.idempotent_delta_sink``, where the library's sink applies the head (``head="sink"``; over
+    Spark Connect the sink runs on the server and reads the head from its batch's session)."""
     spark = manager.spark
     columns = ("segment_id", "routing_key", "event")  # the same columns into both sinks
 
@@ -155,12 +155,11 @@ def drain(manager: ps.StreamManager, stream: str, raw: str, events: int, root: s
     alternate(("Delta readStream", run("raw", plain, False)),
               ("read_stream", run("ours", lambda: manager.read_stream(SCOPE, stream), False)),
               rounds=rounds, label="drain", targets=0.95)
-    if not connect:
-        print(f"drain: {events:,} events, availableNow, into ps.idempotent_delta_sink (foreachBatch)", flush=True)
-        alternate(("Delta readStream", run("raw-fb", plain, True)),
-                  ("read_stream head=sink", run("ours-fb", lambda: manager.read_stream(SCOPE, stream, head="sink"),
-                                                True)),
-                  rounds=rounds, label="drain foreachBatch", targets=0.95)
+    print(f"drain: {events:,} events, availableNow, into ps.idempotent_delta_sink (foreachBatch)", flush=True)
+    alternate(("Delta readStream", run("raw-fb", plain, True)),
+              ("read_stream head=sink", run("ours-fb", lambda: manager.read_stream(SCOPE, stream, head="sink"),
+                                            True)),
+              rounds=rounds, label="drain foreachBatch", targets=0.8 if connect else 0.95)
 
 
 def main(argv=None) -> int:

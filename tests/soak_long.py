@@ -104,7 +104,9 @@ class Rounds:
 
     def split_heap(self, pid: int, path: Path) -> str:
         """Dump the heap to ``path`` and split it: what Spark Connect's stopped-query cache alone
-        holds (a stopped query is kept an hour, not a setting) and the rest."""
+        holds (a stopped query is kept an hour, not a setting), with the broadcasts its queries'
+        plans alone reference (the block manager holds their values until the ``ContextCleaner``
+        sees the handles collected), and the rest."""
         import subprocess
 
         from bench.hprof import STREAMING_QUERY, STREAMING_QUERY_CACHE, HeapDump
@@ -115,9 +117,12 @@ class Rounds:
                        timeout=600)
         heap = HeapDump(str(path))
         live, queries = heap.live_mib(), heap.retained_mib(STREAMING_QUERY_CACHE)
-        self.rest.append(live - queries)
+        with_broadcasts, broadcasts = heap.retained_with_broadcasts(STREAMING_QUERY_CACHE)
+        self.rest.append(live - with_broadcasts)
         return (f"[soak-long]   heap dump: {live:.0f} MiB reachable; Spark Connect's stopped-query cache holds "
-                f"{queries:.0f} MiB ({len(heap.instances(STREAMING_QUERY))} queries); the rest {live - queries:.0f} MiB")
+                f"{queries:.0f} MiB ({len(heap.instances(STREAMING_QUERY))} queries), {with_broadcasts:.0f} MiB "
+                f"with the block manager's copies of the {broadcasts} broadcasts only it references; "
+                f"the rest {live - with_broadcasts:.0f} MiB")
 
     def verdict(self) -> tuple[bool, str]:
         """Whether the live heap held: judged on what is left without Spark Connect's stopped-query

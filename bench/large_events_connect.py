@@ -1,0 +1,153 @@
+"""Large events over Spark Connect against the same on a classic session, and a 1 GiB event over
+Connect in bounded memory (issue #67).
+
+    .venv/bin/python bench/large_events_connect.py [--mib 64] [--rounds 5] [--big-mib 1024]
+        [--server-memory 1g] [--root /tmp/bench-large-connect]
+
+One process holds both sessions: a classic local session (the baseline) and a Spark Connect
+session to a local server with ``--server-memory`` of heap (``SPARK_REMOTE``, else one started for
+the run). Prints:
+  1. a MIB MiB large event written through ``stream_event`` (the default chunk size) and read
+     back with ``open_event`` (its bytes hashed as they stream), Connect vs classic, alternating
+     for ``--rounds`` rounds after a warm-up round, each side on its own stream; ratio = Connect
+     seconds / classic seconds (a cost; issue #67's target <= 2x on a 1 GiB server);
+  2. one BIG-MIB MiB event written and read back the same way over Connect (untimed against a
+     baseline): its seconds, this process's peak RSS growth, and the server's peak live heap
+     (``jcmd``, after full collections, sampled every few seconds) against its heap before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pyspark.sql import SparkSession
+
+import pravega_spark as ps
+from bench._common import COST, Seconds, alternate, connect_server
+from bench.heap import live_heap_mib
+from bench.large_events import PeakRss
+
+MIB = 1 << 20
+SERVER_PID = Path(__file__).resolve().parent.parent / ".connect_server" / "pid"
+
+
+def round_trip(manager: ps.StreamManager, writer, mib: int, key: str) -> tuple[float, float]:
+    """Write a ``mib`` MiB event under ``key`` and stream it back: (write seconds, read seconds)."""
+    piece = os.urandom(MIB)
+    digest = hashlib.sha256()
+    begin = time.perf_counter()
+    with writer.stream_event(key) as event:
+        for i in range(mib):
+            block = i.to_bytes(8, "big") + piece[8:]
+            digest.update(block)
+            event.write(block)
+        result = event.commit()
+    wrote = time.perf_counter() - begin
+    [(segment, size)] = result.segments.items()  # the event's one segment: it ends at the new tail
+    cut = result.tail_stream_cut
+    pointer = f"{cut.stream}:{segment}:{cut.positions[segment] - size}"
+    begin = time.perf_counter()
+    back = hashlib.sha256()
+    n = 0
+    with manager.open_event(pointer) as stream:
+        for chunk in stream.iter_chunks():
+            back.update(chunk)
+            n += len(chunk)
+    read = time.perf_counter() - begin
+    assert (n, back.hexdigest()) == (mib * MIB, digest.hexdigest()), (n, mib)
+    return wrote, read
+
+
+def side(manager: ps.StreamManager, name: str, mib: int):
+    manager.create_stream("bench", name, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
+    writer = manager.create_event_writer("bench", name, f"big-{name}")
+
+    def run(r: int) -> Seconds:
+        wrote, read = round_trip(manager, writer, mib, f"k{r}")
+        print(f"    {name} round {r}: write {wrote:.2f} s, read {read:.2f} s", flush=True)
+        return Seconds(wrote + read)
+    return run
+
+
+class ServerHeap:
+    """The Connect server's peak live heap (MiB, after full collections) between enter and exit."""
+
+    def __init__(self, pid: int, period: float = 2.0):
+        self.pid, self.period = pid, period
+
+    def __enter__(self):
+        self.start = self.peak = live_heap_mib(self.pid)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self):
+        while not self._stop.wait(self.period):
+            try:
+                self.peak = max(self.peak, live_heap_mib(self.pid))
+            except Exception as exc:  # the server gone: reported by the round trip itself
+                print(f"    (heap sample failed: {exc})", flush=True)
+                return
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--mib", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--big-mib", type=int, default=1024, help="2.: the event over Connect (0: skip)")
+    p.add_argument("--server-memory", default="1g")
+    p.add_argument("--root", default="/tmp/bench-large-connect")
+    a = p.parse_args(argv)
+    root = str(Path(a.root).resolve())
+    shutil.rmtree(root, ignore_errors=True)
+    classic = ps.spark_session(**{"spark.ui.enabled": "false", "spark.driver.memory": "2g"})
+    classic.sparkContext.setLogLevel("ERROR")
+    with connect_server(memory=a.server_memory) as remote:
+        connect = SparkSession.builder.remote(remote).create()
+        print(f"== classic {classic.version} and Spark Connect ({remote}, {a.server_memory} server)", flush=True)
+        ours = ps.StreamManager(connect, f"{root}/connect")
+        base = ps.StreamManager(classic, f"{root}/classic")
+        for m in (ours, base):
+            m.create_scope("bench")
+        alternate(("classic", side(base, "classic", a.mib)), ("Connect", side(ours, "connect", a.mib)),
+                  rounds=a.rounds, label=f"{a.mib} MiB large event written and read (open_event)",
+                  targets=2.0, orientation=COST)
+        if a.big_mib:
+            ours.create_stream("bench", "big", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
+            writer = ours.create_event_writer("bench", "big", "big")
+            pid = int(SERVER_PID.read_text()) if not os.environ.get("PRAVEGA_SPARK_BENCH_REMOTE_GIVEN") else None
+            with PeakRss() as client, (ServerHeap(pid) if pid else _Nothing()) as server:
+                wrote, read = round_trip(ours, writer, a.big_mib, "big")
+            print(f"{a.big_mib} MiB large event over Connect: write {wrote:.1f} s, read {read:.1f} s; "
+                  f"client peak RSS growth {client.growth / MIB:.0f} MiB", flush=True)
+            if pid:
+                print(f"  server live heap: {server.start:.0f} MiB before, peak {server.peak:.0f} MiB "
+                      f"({a.server_memory} heap)", flush=True)
+        connect.stop()
+    return 0
+
+
+class _Nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

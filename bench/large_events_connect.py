@@ -19,6 +19,7 @@ the run). Prints:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import shutil
@@ -129,8 +130,8 @@ def main(argv=None) -> int:
         if a.big_mib:
             ours.create_stream("bench", "big", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
             writer = ours.create_event_writer("bench", "big", "big")
-            pid = int(SERVER_PID.read_text()) if not os.environ.get("PRAVEGA_SPARK_BENCH_REMOTE_GIVEN") else None
-            with PeakRss() as client, (ServerHeap(pid) if pid else _Nothing()) as server:
+            pid = int(SERVER_PID.read_text()) if SERVER_PID.exists() else None  # a server this run started
+            with PeakRss() as client, (ServerHeap(pid) if pid else contextlib.nullcontext()) as server:
                 wrote, read = round_trip(ours, writer, a.big_mib, "big")
             print(f"{a.big_mib} MiB large event over Connect: write {wrote:.1f} s, read {read:.1f} s; "
                   f"client peak RSS growth {client.growth / MIB:.0f} MiB", flush=True)
@@ -139,14 +140,6 @@ def main(argv=None) -> int:
                       f"({a.server_memory} heap)", flush=True)
         connect.stop()
     return 0
-
-
-class _Nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
 
 
 if __name__ == "__main__":

@@ -4,9 +4,11 @@ Connect in bounded memory (issue #67).
     .venv/bin/python bench/large_events_connect.py [--mib 64] [--rounds 5] [--big-mib 1024]
         [--server-memory 1g] [--root /tmp/bench-large-connect]
 
-One process holds both sessions: a classic local session (the baseline) and a Spark Connect
-session to a local server with ``--server-memory`` of heap (``SPARK_REMOTE``, else one started for
-the run). Prints:
+PySpark cannot hold a classic and a Connect session in one process (its functions pick the one
+kind by the process's mode), so each side is a worker process holding one session for the whole
+run: a classic local session (the baseline), and a Spark Connect session to a local server with
+``--server-memory`` of heap (``SPARK_REMOTE``, else one started for the run). This process
+alternates them round by round and reads the seconds each measured. Prints:
   1. a MIB MiB large event written through ``stream_event`` (the default chunk size) and read
      back with ``open_event`` (its bytes hashed as they stream), Connect vs classic, alternating
      for ``--rounds`` rounds after a warm-up round, each side on its own stream; ratio = Connect
@@ -21,8 +23,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import json
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -68,15 +72,72 @@ def round_trip(manager: ps.StreamManager, writer, mib: int, key: str) -> tuple[f
     return wrote, read
 
 
-def side(manager: ps.StreamManager, name: str, mib: int):
+class Worker:
+    """A worker process holding one session (``--worker classic|connect``): each ``round(r)``
+    writes and reads back one event there and returns (write seconds, read seconds)."""
+
+    def __init__(self, name: str, args: list[str]):
+        self.name = name
+        env = dict(os.environ)
+        if name == "classic":
+            env.pop("SPARK_REMOTE", None)  # else ps.spark_session() would connect
+        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", name, *args],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.ask("ready")
+
+    def ask(self, command: str) -> dict:
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.name} worker ended (exit {self.proc.wait()})")
+        return json.loads(line)
+
+    def round(self, r: int) -> Seconds:
+        out = self.ask(f"round {r}")
+        print(f"    {self.name} round {r}: write {out['wrote']:.2f} s, read {out['read']:.2f} s", flush=True)
+        return Seconds(out["wrote"] + out["read"])
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def serve(name: str, a) -> int:
+    """The worker's loop: one session, one stream, a round per command read on stdin."""
+    if name == "classic":
+        session = ps.spark_session(**{"spark.ui.enabled": "false", "spark.driver.memory": "2g"})
+        session.sparkContext.setLogLevel("ERROR")
+    else:
+        session = SparkSession.builder.remote(os.environ["SPARK_REMOTE"]).create()
+    manager = ps.StreamManager(session, f"{a.root}/{name}")
+    manager.create_scope("bench")
     manager.create_stream("bench", name, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(4)))
     writer = manager.create_event_writer("bench", name, f"big-{name}")
 
-    def run(r: int) -> Seconds:
-        wrote, read = round_trip(manager, writer, mib, f"k{r}")
-        print(f"    {name} round {r}: write {wrote:.2f} s, read {read:.2f} s", flush=True)
-        return Seconds(wrote + read)
-    return run
+    def reply(**fields):
+        print(json.dumps(fields), flush=True)
+    real_stdout, sys.stdout = sys.stdout, sys.stderr  # the library's and Spark's prints off the pipe
+    try:
+        for line in sys.stdin:
+            command, *rest = line.split()
+            sys.stdout = real_stdout
+            if command == "ready":
+                reply(ready=True)
+            elif command == "round":
+                wrote, read = round_trip(manager, writer, a.mib, f"k{rest[0]}")
+                reply(wrote=wrote, read=read)
+            elif command == "big":
+                manager.create_stream("bench", "big", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
+                big = manager.create_event_writer("bench", "big", "big")
+                with PeakRss() as client:
+                    wrote, read = round_trip(manager, big, a.big_mib, "big")
+                reply(wrote=wrote, read=read, rss_growth=client.growth)
+            sys.stdout = sys.stderr
+    finally:
+        sys.stdout = real_stdout
+        session.stop()
+    return 0
 
 
 class ServerHeap:
@@ -112,33 +173,34 @@ def main(argv=None) -> int:
     p.add_argument("--big-mib", type=int, default=1024, help="2.: the event over Connect (0: skip)")
     p.add_argument("--server-memory", default="1g")
     p.add_argument("--root", default="/tmp/bench-large-connect")
+    p.add_argument("--worker", choices=("classic", "connect"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
-    root = str(Path(a.root).resolve())
-    shutil.rmtree(root, ignore_errors=True)
-    classic = ps.spark_session(**{"spark.ui.enabled": "false", "spark.driver.memory": "2g"})
-    classic.sparkContext.setLogLevel("ERROR")
+    a.root = str(Path(a.root).resolve())
+    if a.worker:
+        return serve(a.worker, a)
+    shutil.rmtree(a.root, ignore_errors=True)
+    passed = ["--mib", str(a.mib), "--big-mib", str(a.big_mib), "--root", a.root]
     with connect_server(memory=a.server_memory) as remote:
-        connect = SparkSession.builder.remote(remote).create()
-        print(f"== classic {classic.version} and Spark Connect ({remote}, {a.server_memory} server)", flush=True)
-        ours = ps.StreamManager(connect, f"{root}/connect")
-        base = ps.StreamManager(classic, f"{root}/classic")
-        for m in (ours, base):
-            m.create_scope("bench")
-        alternate(("classic", side(base, "classic", a.mib)), ("Connect", side(ours, "connect", a.mib)),
-                  rounds=a.rounds, label=f"{a.mib} MiB large event written and read (open_event)",
-                  targets=2.0, orientation=COST)
-        if a.big_mib:
-            ours.create_stream("bench", "big", ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
-            writer = ours.create_event_writer("bench", "big", "big")
-            pid = int(SERVER_PID.read_text()) if SERVER_PID.exists() else None  # a server this run started
-            with PeakRss() as client, (ServerHeap(pid) if pid else contextlib.nullcontext()) as server:
-                wrote, read = round_trip(ours, writer, a.big_mib, "big")
-            print(f"{a.big_mib} MiB large event over Connect: write {wrote:.1f} s, read {read:.1f} s; "
-                  f"client peak RSS growth {client.growth / MIB:.0f} MiB", flush=True)
-            if pid:
-                print(f"  server live heap: {server.start:.0f} MiB before, peak {server.peak:.0f} MiB "
-                      f"({a.server_memory} heap)", flush=True)
-        connect.stop()
+        print(f"== classic and Spark Connect ({remote}, {a.server_memory} server), a worker process each", flush=True)
+        classic, connect = Worker("classic", passed), Worker("connect", passed)
+        try:
+            alternate(("classic", classic.round), ("Connect", connect.round),
+                      rounds=a.rounds, label=f"{a.mib} MiB large event written and read (open_event)",
+                      targets=2.0, orientation=COST)
+            classic.close()
+            if a.big_mib:
+                pid = int(SERVER_PID.read_text()) if SERVER_PID.exists() else None  # a server this run started
+                with ServerHeap(pid) if pid else contextlib.nullcontext() as server:
+                    out = connect.ask("big")
+                print(f"{a.big_mib} MiB large event over Connect: write {out['wrote']:.1f} s, read {out['read']:.1f} s; "
+                      f"client peak RSS growth {out['rss_growth'] / MIB:.0f} MiB", flush=True)
+                if pid:
+                    print(f"  server live heap: {server.start:.0f} MiB before, peak {server.peak:.0f} MiB "
+                          f"({a.server_memory} heap)", flush=True)
+        finally:
+            for w in (classic, connect):
+                if w.proc.poll() is None:
+                    w.close()
     return 0
 
 

@@ -91,6 +91,11 @@ def connect_server(memory: str = "4g"):
     try:
         yield os.environ["SPARK_REMOTE"]
     finally:
+        from pyspark.sql import SparkSession
+
+        session = SparkSession.getActiveSession()  # stopped first: a client left open retries its
+        if session is not None:                    # release against a stopped server for minutes
+            session.stop()
         subprocess.run([script, "stop"], check=False)
         del os.environ["SPARK_REMOTE"]
 

@@ -74,7 +74,7 @@ def run(a, spark, root: str) -> int:
 
     def records(r):
         rows = (spark.read.format("delta").load(events_path).where(F.col("record_type") == RECORD_TRUNCATE)
-                .groupBy("segment_id").agg(F.max("offset").alias("head")).collect())
+                .groupBy("segment_id").agg(F.max(F.col("base_offset") + F.col("rel_offset")).alias("head")).collect())
         return {row[0]: row[1] for row in rows}
 
     print(f"  catalog head {catalog(0)}, records head {records(0)}", flush=True)

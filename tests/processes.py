@@ -1,8 +1,8 @@
 """Real OS processes for the concurrency, crash and race tests: ``spawn`` runs a worker command
 (``tests.workers``) in a warm worker process of its own (``python -m tests.workers serve``), whose
-JVM started from a class-data-sharing archive made once per test session. A worker runs one
-command at a time and serves later scenarios after it: each scenario's processes are real and
-concurrent, but most of them are past their JVM's start and first Delta calls."""
+JVM started from a class-data-sharing archive made once per test session (where one can be). A
+worker runs one command at a time and serves later scenarios after it: each scenario's processes
+are real and concurrent, but most of them are past their JVM's start and first Delta calls."""
 
 from __future__ import annotations
 
@@ -27,19 +27,33 @@ _ARCHIVE = Path(tempfile.gettempdir()) / f"pravega-spark-workers-{os.getpid()}.j
 
 def worker_archive() -> str:
     """A class-data-sharing archive of a worker JVM's classes, made once per test session by one
-    warm-up worker (~15 s): every worker JVM after it starts ~2.5 s faster (measured 5.4-5.7 s
-    vs 2.9-3.0 s to a first stream read). A JVM that cannot use it starts without it. Workers of
-    a Spark Connect session (``SPARK_REMOTE``) have no JVM: none is made for them."""
-    if os.environ.get("SPARK_REMOTE"):
+    warm-up worker (~15-40 s): every worker JVM after it starts ~2.5 s faster (measured 5.4-5.7 s
+    vs 2.9-3.0 s to a first stream read). None (``""``) when none can be made: workers of a Spark
+    Connect session (``SPARK_REMOTE``) have no JVM, and a JVM makes no archive when a non-empty
+    directory is on its class path, where Spark puts ``SPARK_CONF_DIR`` (the S3 tier's
+    ``spark-defaults.conf``). The warm-up runs at most once: before this rule the S3 tier ran it
+    again, ~40 s each time, for every worker it started, and a scenario's last worker started
+    minutes after its first."""
+    if os.environ.get("SPARK_REMOTE") or _conf_dir_on_class_path():
         return ""
-    if not _ARCHIVE.exists():
+    if not _WARM_UP_RUN:
+        _WARM_UP_RUN.append(True)
         env = dict(os.environ, PYTHONPATH=str(REPO), **{CDS_DUMP: str(_ARCHIVE)})
         env.pop("PRAVEGA_SPARK_FAILPOINT", None)
         with tempfile.TemporaryDirectory() as root:
             subprocess.run([sys.executable, "-m", "tests.workers", "warm-up", "--root", root], cwd=REPO, env=env,
                            capture_output=True, text=True, timeout=600, check=False)
         atexit.register(_ARCHIVE.unlink, missing_ok=True)
-    return str(_ARCHIVE)
+    return str(_ARCHIVE) if _ARCHIVE.exists() else ""
+
+
+_WARM_UP_RUN: list[bool] = []  # one entry once the warm-up has run in this test session
+
+
+def _conf_dir_on_class_path() -> bool:
+    """Whether Spark will put a non-empty ``SPARK_CONF_DIR`` on a worker JVM's class path."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    return bool(conf_dir) and os.path.isdir(conf_dir) and bool(os.listdir(conf_dir))
 
 
 # ``make soak`` runs the process scenarios at full size (more parties, rounds, events) and

@@ -103,8 +103,10 @@ def relocate_log(events_dir: Path, stream_dir: Path) -> dict:
 
 
 def rows(spark, path: str) -> set:
-    return {(r.segment_id, r.offset, r.record_type, bytes(r.event or b"")) for r in
-            spark.read.format("delta").load(path).select("segment_id", "offset", "record_type", "event").collect()}
+    """The raw rows: ``(segment_id, base_offset + rel_offset, record_type, event)``."""
+    return {(r.segment_id, r.base_offset + r.rel_offset, r.record_type, bytes(r.event or b"")) for r in
+            spark.read.format("delta").load(path).select("segment_id", "base_offset", "rel_offset", "record_type",
+                                                         "event").collect()}
 
 
 def referenced(spark, path: str) -> set:
@@ -172,23 +174,24 @@ def main(argv=None) -> int:
           f"numFiles {detail.numFiles} vs {old_detail.numFiles}")
     print(f"P1 Spark rows equal: {rows(spark, new) == before} ({len(before)} rows)")
     from deltalake import DeltaTable as RsTable
-    rs = RsTable(new).to_pyarrow_table(columns=["segment_id", "offset"]).to_pylist()
-    print(f"P1 delta-rs rows equal: {sorted((r['segment_id'], r['offset']) for r in rs) == sorted((s, o) for s, o, *_ in before)}")
+    rs = RsTable(new).to_pyarrow_table(columns=["segment_id", "base_offset", "rel_offset"]).to_pylist()
+    rs = [(r["segment_id"], r["base_offset"] + r["rel_offset"]) for r in rs]
+    print(f"P1 delta-rs rows equal: {sorted(rs) == sorted((s, o) for s, o, *_ in before)}")
     import polars as pl
-    pl_rows = pl.read_delta(new).select("segment_id", "offset").rows()
+    pl_rows = pl.read_delta(new).select("segment_id", pl.col("base_offset") + pl.col("rel_offset")).rows()
     print(f"P1 Polars rows equal: {sorted(pl_rows) == sorted((s, o) for s, o, *_ in before)}")
 
     # V+1: a truncation-like DELETE; V+2: an append; both on the new root
     spark.sql(f"DELETE FROM delta.`{new}` WHERE segment_id = 1")
-    extra = spark.read.format("delta").load(new).where("segment_id = 0").limit(3)
-    extra.withColumn("offset", extra.offset + 10**9).write.format("delta").mode("append").save(new)
+    extra = spark.read.format("delta").load(new).where("record_type = 0").limit(3)
+    extra.withColumn("rel_offset", extra.rel_offset + 10**9).write.format("delta").mode("append").save(new)
     after = rows(spark, new)
     print(f"P2 V+1 DELETE and V+2 append: version {DeltaTable.forPath(spark, new).history(1).first().version}; "
           f"rows {len(after)} (= {len(before)} - segment 1 + 3: "
           f"{len(after) == len({r for r in before if r[0] != 1}) + 3})")
     new_paths = [f for f in referenced(spark, new) if "/events/" not in f]
     print(f"P1 new files land at the new root: {len(new_paths)} of {len(referenced(spark, new))} "
-          f"(e.g. {new_paths[0][len(new) + 8:] if new_paths else '-'})")
+          f"(e.g. {new_paths[0].split('/s/', 1)[1] if new_paths else '-'})")
     print(f"P2 the old path's query goes on at the new root: {drain(new) - drained} new rows (expect 3)")
 
     # OPTIMIZE, then VACUUM with no retention: nothing referenced deleted, the old log left alone

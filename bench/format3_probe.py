@@ -181,6 +181,29 @@ def main(argv=None) -> int:
     pl_rows = pl.read_delta(new).select("segment_id", pl.col("base_offset") + pl.col("rel_offset")).rows()
     print(f"P1 Polars rows equal: {sorted(pl_rows) == sorted((s, o) for s, o, *_ in before)}")
 
+    # P3, through the library: the store's events path pointed at the stream's directory
+    tail_before = manager.tail_stream_cut("iot", "s")
+    events_before = sorted((r.segment_id, r.offset) for r in manager.read_events("iot", "s").collect())
+    from pravega_spark.store.segment_store import SegmentStore
+    legacy = SegmentStore.events_path
+    SegmentStore.events_path = lambda self, scope, stream: self.stream_dir(scope, stream)
+    try:
+        fresh = ps.StreamManager(spark, str(base / "store"))
+        spark.sparkContext.setJobGroup("p3", "tail cut")
+        tail = fresh.tail_stream_cut("iot", "s")
+        jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup("p3"))
+        spark.sparkContext.setJobGroup("other", "other")
+        print(f"P3 tail_stream_cut at the new root: equal {tail == tail_before}; Spark jobs {jobs} (expect 0)")
+        got = sorted((r.segment_id, r.offset) for r in fresh.read_events("iot", "s").collect())
+        print(f"P1 read_events at the new root: equal {got == events_before} ({len(got)} events)")
+        validation = fresh.validate_stream("iot", "s")
+        failed = [r.expectation for r in validation.results if not r.success]
+        print(f"P1 validate_stream at the new root: success {validation.success}; failed {failed}")
+    except Exception as exc:  # noqa: BLE001 - what the library says is the finding
+        print(f"P3/P1 library at the new root: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+    finally:
+        SegmentStore.events_path = legacy
+
     # V+1: a truncation-like DELETE; V+2: an append; both on the new root
     spark.sql(f"DELETE FROM delta.`{new}` WHERE segment_id = 1")
     extra = spark.read.format("delta").load(new).where("record_type = 0").limit(3)

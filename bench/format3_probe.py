@@ -110,7 +110,7 @@ def rows(spark, path: str) -> set:
 
 
 def referenced(spark, path: str) -> set:
-    return {f for f in spark.read.format("delta").load(path).inputFiles()}
+    return set(spark.read.format("delta").load(path).inputFiles())
 
 
 def listed(stream_dir: Path) -> set:

@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -114,7 +115,7 @@ def main(argv=None) -> int:
                 ratios.ratios.append(ratio)
                 retries.append(got[True]["retries"] / (args.procs * args.ops))
         print(ratios.line())
-        print(f"retries per commit in the shared table: median {sorted(retries)[len(retries) // 2]:.2f}, "
+        print(f"retries per commit in the shared table: median {statistics.median(retries):.2f}, "
               f"max {max(retries):.2f}")
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -34,10 +34,11 @@ def worker_archive() -> str:
     ``spark-defaults.conf``). The warm-up runs at most once: before this rule the S3 tier ran it
     again, ~40 s each time, for every worker it started, and a scenario's last worker started
     minutes after its first."""
+    global _warm_up_done
     if os.environ.get("SPARK_REMOTE") or _conf_dir_on_class_path():
         return ""
-    if not _WARM_UP_RUN:
-        _WARM_UP_RUN.append(True)
+    if not _warm_up_done:
+        _warm_up_done = True
         env = dict(os.environ, PYTHONPATH=str(REPO), **{CDS_DUMP: str(_ARCHIVE)})
         env.pop("PRAVEGA_SPARK_FAILPOINT", None)
         with tempfile.TemporaryDirectory() as root:
@@ -47,7 +48,7 @@ def worker_archive() -> str:
     return str(_ARCHIVE) if _ARCHIVE.exists() else ""
 
 
-_WARM_UP_RUN: list[bool] = []  # one entry once the warm-up has run in this test session
+_warm_up_done = False  # whether this test session has run the warm-up
 
 
 def _conf_dir_on_class_path() -> bool:

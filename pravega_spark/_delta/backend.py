@@ -152,7 +152,7 @@ class DeltaBackend(Protocol):
         """A new fenced transaction on the table at ``path``."""
 
     def replace_rows(self, path: str, schema: StructType, change: RowsChange, what: str,
-                     partition: tuple[str, str] | None = None, partition_by: tuple[str, ...] = (),
+                     partition: Mapping[str, str] | None = None, partition_by: tuple[str, ...] = (),
                      retry: RetryPolicy | None = None) -> bool:
         """Compare-and-set of a partition (or a small table): one commit replacing its rows with
         ``change(rows)`` (None: no change), retried on any concurrent change there."""

@@ -158,7 +158,7 @@ class ClassicBackend:
         return DeltaTransaction(self.spark, path)
 
     def replace_rows(self, path: str, schema: StructType, change: RowsChange, what: str,
-                     partition: tuple[str, str] | None = None, partition_by: tuple[str, ...] = (),
+                     partition: Mapping[str, str] | None = None, partition_by: tuple[str, ...] = (),
                      retry: RetryPolicy | None = None) -> bool:
         return replace_rows(lambda: self.transaction(path), schema, change, what, partition, partition_by, retry)
 

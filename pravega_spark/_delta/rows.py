@@ -7,7 +7,7 @@ what was read makes the commit conflict; ``retrying`` runs it again on a fresh r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from pyspark.sql.types import StructType
 
@@ -24,15 +24,15 @@ def replace(txn, files: Sequence, rows: Sequence[tuple], schema: StructType,
 
 
 def replace_rows(open_transaction: Callable[[], object], schema: StructType, change: RowsChange, what: str,
-                 partition: tuple[str, str] | None = None, partition_by: tuple[str, ...] = (),
+                 partition: Mapping[str, str] | None = None, partition_by: tuple[str, ...] = (),
                  retry: RetryPolicy | None = None) -> bool:
-    """Compare-and-set of a partition (or a small table), retried on conflicts: True if
-    ``change`` returned rows and they were committed."""
-    partition_by = partition_by or ((partition[0],) if partition else ())
+    """Compare-and-set of a partition (its columns' string values; or a small table), retried
+    on conflicts: True if ``change`` returned rows and they were committed."""
+    partition_by = partition_by or tuple(partition or ())
 
     def attempt() -> bool:
         txn = open_transaction()
-        files = txn.read_partition(*partition) if partition else txn.read_whole_table()
+        files = txn.read_partition(partition) if partition else txn.read_whole_table()
         rows = change(txn.rows(files))
         if rows is None:
             return False

@@ -201,9 +201,9 @@ class SqlTransaction:
         """Every row, fenced: any change to the table before the commit makes it fail."""
         return self._read("true")
 
-    def read_partition(self, column: str, value: str) -> list:
-        """One string partition's rows, fenced."""
-        return self._read(f"t.`{column}` = {literal(str(value))}")
+    def read_partition(self, values: Mapping[str, str]) -> list:
+        """One partition's rows (string values of its columns), fenced."""
+        return self._read(" AND ".join(f"t.`{column}` = {literal(str(value))}" for column, value in values.items()))
 
     def all_files(self) -> None:
         """Connect lists no files: None (callers fall back to a query)."""

@@ -7,7 +7,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -135,16 +135,17 @@ class DeltaTransaction:
             self._listed = listed_files(self.spark, self._txn.snapshot())
         return None if self._listed is None else list(self._listed)
 
-    def read_partition(self, column: str, value: str) -> list:
-        """The snapshot's files in one (string) partition, read and so fenced by this
-        transaction: a concurrent add to the partition, or a removal of one of these files, makes
-        the commit fail."""
+    def read_partition(self, values: Mapping[str, str]) -> list:
+        """The snapshot's files in one partition (string values of one or more partition
+        columns), read and so fenced by this transaction: a concurrent add to the partition, or
+        a removal of one of these files, makes the commit fail."""
+        condition = " AND ".join(f"{column} = '{value}'" for column, value in values.items())
         files = self.all_files()
         if files is None:
-            return self.files_where(f"{column} = '{value}'")
-        files = [f for f in files if f.partition(column) == value]
+            return self.files_where(condition)
+        files = [f for f in files if all(f.partition(c) == v for c, v in values.items())]
         parser = self.spark._jsparkSession.sessionState().sqlParser()
-        self._txn.trackReadPredicates(self._seq([parser.parseExpression(f"{column} = '{value}'")]), True, True)
+        self._txn.trackReadPredicates(self._seq([parser.parseExpression(condition)]), True, True)
         self._txn.trackFilesRead(self._files_seq(files))
         return files
 

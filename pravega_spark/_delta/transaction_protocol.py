@@ -52,8 +52,9 @@ class TableTransaction(Protocol):
         """The largest ``stat`` in each partition now (0: empty); a larger one appearing before
         the commit fails it."""
 
-    def read_partition(self, column: str, value: str) -> list:
-        """One (string) partition's rows or files, read: a concurrent change to them fails the commit."""
+    def read_partition(self, values: Mapping[str, str]) -> list:
+        """One partition's rows or files (string values of its columns), read: a concurrent
+        change to them fails the commit."""
 
     def read_whole_table(self) -> list:
         """The whole table, read (a small table's compare-and-set)."""

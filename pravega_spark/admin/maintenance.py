@@ -12,9 +12,9 @@ import logging
 from datetime import timedelta
 
 from ..controller.client import Controller
-from ..controller.watermarks import watermark_paths
 from ..store import clock
-from ..store.schema import EVENTS_PARTITION
+from ..store.schema import EVENTS_PARTITION, SHARD_KINDS
+from ..store.store import stream_key
 from ..writers.transactions import MAX_EXECUTION_TIME, transaction_states
 
 log = logging.getLogger("pravega_spark")
@@ -26,15 +26,20 @@ DEFAULT_FILE_RETENTION_HOURS = 168
 def vacuum(controller: Controller, scope: str | None = None, stream: str | None = None,
            retention: timedelta | None = None) -> list[str]:
     """``StreamManager.vacuum``: VACUUM every table of the streams (all, a scope's, or one) that
-    exists; the paths vacuumed."""
+    exists, and the shard tables holding their rows; the paths vacuumed."""
     clock.check_duration(retention, "retention")
     store, backend = controller.store, controller.store.backend
     hours = None if retention is None else retention.total_seconds() / 3600
-    done = []
-    for s, t in controller.stream_names(scope, stream):
+    done, names = [], controller.stream_names(scope, stream)
+    # the shard tables holding these streams' rows, each vacuumed once
+    shards = sorted({store.shard_path(kind, stream_key(s, t)) for s, t in names for kind in SHARD_KINDS})
+    for path in shards:
+        if backend.is_table(path):
+            backend.vacuum(path, hours)
+            done.append(path)
+    for s, t in names:
         events = store.events_path(s, t)
-        for path in (store.segments_path(s, t), events, store.retention_set_path(s, t), store.subscribers_path(s, t),
-                     store.transient_path(s, t), *watermark_paths(store, s, t)):
+        for path in (store.segments_path(s, t), events, store.transient_path(s, t)):
             if not backend.is_table(path):
                 continue  # created on first use (transient, watermarks)
             if path == events:

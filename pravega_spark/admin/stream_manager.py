@@ -31,6 +31,7 @@ from ..services.autoscale_service import AutoscaleOutcome
 from ..services.retention_service import RetentionOutcome
 from ..store import compaction
 from ..store.clock import as_utc
+from ..store.schema import DEFAULT_SHARDS
 from ..store.store import Store
 from ..stream.config import StreamConfiguration
 from ..stream.names import validate_scope_name, validate_stream_name
@@ -66,6 +67,8 @@ class StreamManager:
         spark: a Delta-enabled session (``ps.spark_session()``, or Databricks' ``spark``).
         root: the store's root location (local path, ``dbfs:/``, ``s3a://``, ``abfss://``...): an
             unreachable one raises ``StorageAccessError``, an unsafe S3 one ``UnsafeLogStoreError``.
+        shards: for a store this creates, how many shards its bookkeeping tables are split into
+            (a power of two up to 256, else ``InvalidConfigError``); another format: ``StoreFormatError``.
 
     Example:
         >>> manager = StreamManager(spark, "/lake/pravega")  # doctest: +SKIP
@@ -73,14 +76,14 @@ class StreamManager:
         True
     """
 
-    def __init__(self, spark: SparkSession, root: str) -> None:
+    def __init__(self, spark: SparkSession, root: str, shards: int = DEFAULT_SHARDS) -> None:
         self.spark = spark
         backend = _delta.backend_for(spark)
         self.root = backend.qualify(str(root))  # once: Delta reads a relative path as a table name
         backend.check_root(self.root)  # reachable; put-if-absent commits on object stores
         ship_package(spark)  # to executors that cannot import pravega_spark (once per context)
         backend.configure_session()  # checksum files list app versions, small tables' files
-        store = Store(spark, self.root)
+        store = Store(spark, self.root, shards)
         store.ensure_system_tables()
         self._controller = Controller(spark, store)
 
@@ -682,16 +685,12 @@ class StreamManager:
 
     def vacuum(self, scope: str | None = None, stream: str | None = None,
                retention: timedelta | None = None) -> list[str]:
-        """VACUUM the stream tables (all, a scope's, or one stream's); returns the tables vacuumed.
-
-        ``retention`` defaults to the tables' own deleted-file retention; ``timedelta(0)`` removes
-        deleted files now, which breaks readers of older table versions (time travel).
-
-        Staged data (an open transaction's files, a large event's chunks) is written before any
-        table references it, so it looks like an orphan to VACUUM. While a stream has any, its
-        events table is vacuumed with a retention that covers the oldest of them (one hour more),
-        so they are never removed; they go with their abort, or with a later VACUUM.
-        """
+        """VACUUM the stream tables (all, a scope's, or one stream's) and the shard tables holding
+        their rows; returns the tables vacuumed. ``retention`` defaults to the tables' own
+        deleted-file retention; ``timedelta(0)`` removes deleted files now, which breaks readers
+        of older table versions (time travel). Staged data (an open transaction's files, a large
+        event's chunks) looks like an orphan to VACUUM: while a stream has any, its events table
+        is vacuumed with a retention that covers the oldest of them (one hour more)."""
         return maintenance.vacuum(self._controller, scope, stream, retention)
 
 

@@ -36,7 +36,6 @@ from pyspark.sql import functions as F
 
 from .. import _delta
 from ..controller.client import Controller
-from ..controller.watermarks import watermark_paths
 from ..errors import InvalidStreamCutError
 from ..store import segment_ranges
 from ..store.schema import (
@@ -50,6 +49,7 @@ from ..store.schema import (
     RECORD_TRUNCATE,
     RECORD_WRITE_MARK,
     VIOLATION_PREFIX,
+    WATERMARKS_TABLE,
 )
 from ..stream.cut_algorithms import stream_cut_equal_or_after, validate_stream_cut
 from ..stream.record import SCALING, SEALING, UPDATING, StreamRecord
@@ -461,10 +461,8 @@ def _subscriber_cuts(controller: Controller, record: StreamRecord, records, read
 
 def _watermarks(controller: Controller, scope: str, stream: str) -> list[tuple[datetime, datetime, StreamCut]]:
     """The emitted watermarks in emission order."""
-    path = watermark_paths(controller.store, scope, stream)[1]
-    if not controller.store.backend.exists(path):
-        return []
-    rows = sorted(controller.store.table_rows(path), key=lambda r: (r["emit_time"], r["lower_time_bound"]))
+    rows = sorted(controller.store.shard_rows(WATERMARKS_TABLE, scope, stream),
+                  key=lambda r: (r["emit_time"], r["lower_time_bound"]))
     return [(r["lower_time_bound"], r["upper_time_bound"], StreamCut.from_text(r["stream_cut"])) for r in rows]
 
 

@@ -1,8 +1,8 @@
 """Watermarks: writer marks and Pravega's ``PeriodicWatermarking``.
 
-Per stream, two tables (created on first use):
+Per stream, two kinds of rows in the store's shard tables (``Store.shard_rows``):
 
-- ``writer_marks`` (partitioned by ``writer_key``, a hash of the writer id): each writer's latest ``note_time`` — its time,
+- ``writer_marks`` (a partition per writer: ``writer_key``, a hash of the writer id): each writer's latest ``note_time`` — its time,
   its position (the end of its latest write in each segment it wrote), whether it is alive
   (``close()`` clears it), when it noted, and since when the watermark job has seen it stale.
 - ``watermarks``: the emitted watermarks, each a lower and upper time bound and a stream cut that
@@ -22,7 +22,7 @@ One round (``compute_round``), as Pravega's ``filterWritersAndComputeWatermark``
    epoch at offset 0 where a key range is missing (``complete_cut``).
 
 The pure parts (``upper_bound``, ``missing_ranges``, ``complete_cut``, ``time_window``) are plain
-Python over segment records; the rest reads and commits the two tables.
+Python over segment records; the rest reads and commits the two kinds of rows.
 """
 
 from __future__ import annotations
@@ -37,8 +37,13 @@ from pyspark.sql import DataFrame
 
 from ..errors import InvalidWriterMarkError, StreamNotFoundError
 from ..store.clock import as_utc
-from ..store.schema import CUT_ENTRIES, WATERMARKS_TABLE, WRITER_MARKS_TABLE
-from ..store.store import Store
+from ..store.schema import (
+    WATERMARKS_SCHEMA,
+    WATERMARKS_TABLE,
+    WRITER_KEY,
+    WRITER_MARKS_SCHEMA,
+    WRITER_MARKS_TABLE,
+)
 from ..stream.cut_algorithms import stream_cut_equal_or_after
 from ..stream.segments import SegmentRecord, epoch_members
 from ..stream.stream_cut import StreamCut
@@ -48,15 +53,6 @@ log = logging.getLogger("pravega_spark")
 
 # Pravega's StreamConfiguration default (0: a stale writer is not waited for).
 DEFAULT_AGGREGATION_TIMEOUT = timedelta(0)
-
-# partitioned by a fixed-length hash of the writer id: a writer id is any string, and a partition
-# directory named after it could exceed the file system's 255 bytes
-WRITER_MARKS_DDL = ("writer_key string not null, writer_id string not null, time timestamp not null, position "
-                    f"{CUT_ENTRIES.simpleString()} not null, is_alive boolean not null, "
-                    "note_time timestamp not null, stale_since timestamp")
-WATERMARKS_DDL = ("lower_time_bound timestamp not null, upper_time_bound timestamp not null, "
-                  "stream_cut string not null, emit_time timestamp not null")
-
 
 @dataclass(frozen=True)
 class WriterMark:
@@ -212,22 +208,6 @@ def time_window(position: StreamCut, watermarks: Sequence[Watermark],
 
 
 # ---- tables --------------------------------------------------------------------------------------
-def watermark_paths(store: Store, scope: str, stream: str) -> tuple[str, str]:
-    """The stream's writer marks and watermarks tables (created on first use)."""
-    base = store.stream_dir(scope, stream)
-    return f"{base}/{WRITER_MARKS_TABLE}", f"{base}/{WATERMARKS_TABLE}"
-
-
-def _ensure_tables(controller: Controller, scope: str, stream: str) -> tuple[str, str]:
-    from pyspark.sql.types import _parse_datatype_string
-
-    marks_path, wm_path = watermark_paths(controller.store, scope, stream)
-    for path, ddl, parts in ((marks_path, WRITER_MARKS_DDL, ("writer_key",)), (wm_path, WATERMARKS_DDL, ())):
-        if not controller.store.backend.is_table(path):
-            controller.store.backend.create_table(path, _parse_datatype_string(ddl), parts)
-    return marks_path, wm_path
-
-
 def writer_key(writer_id: str) -> str:
     """The writer marks table's partition value of a writer: 16 hex digits of SHA-1 of its id."""
     return hashlib.sha1(writer_id.encode()).hexdigest()[:16]
@@ -245,17 +225,8 @@ def _mark_of(row) -> WriterMark:
                       bool(row["is_alive"]), _utc(row["stale_since"]) if row["stale_since"] else None)
 
 
-def _schema(ddl: str):
-    from pyspark.sql.types import _parse_datatype_string
-
-    return _parse_datatype_string(ddl)
-
-
 def writer_marks(controller: Controller, scope: str, stream: str) -> list[WriterMark]:
-    marks_path, _ = watermark_paths(controller.store, scope, stream)
-    if not controller.store.backend.exists(marks_path):
-        return []
-    return [_mark_of(r) for r in controller.store.table_rows(marks_path)]
+    return [_mark_of(r) for r in controller.store.shard_rows(WRITER_MARKS_TABLE, scope, stream)]
 
 
 def note_writer_mark(controller: Controller, scope: str, stream: str, writer_id: str, ts: datetime,
@@ -264,8 +235,6 @@ def note_writer_mark(controller: Controller, scope: str, stream: str, writer_id:
     reads it, so a concurrent note of the same writer conflicts and is checked again."""
     ts = _utc(ts)
     controller.stream_record(scope, stream)
-    marks_path, _ = _ensure_tables(controller, scope, stream)
-    schema = _schema(WRITER_MARKS_DDL)
     key = writer_key(writer_id)
 
     def change(rows: list[dict]):
@@ -278,48 +247,45 @@ def note_writer_mark(controller: Controller, scope: str, stream: str, writer_id:
             behind = {s: o for s, o in position.items() if o < old.position.get(s, -1)}
             if behind:
                 raise InvalidWriterMarkError(f"writer {writer_id!r}: position went backwards in {behind}")
-        new = {"writer_key": key, "writer_id": writer_id, "time": ts,
+        new = {WRITER_KEY: key, "writer_id": writer_id, "time": ts,
                "position": [{"segment_id": int(s), "offset": int(o)} for s, o in sorted(position.items())],
                "is_alive": True, "note_time": datetime.now(timezone.utc), "stale_since": None}
-        return controller.store.as_tuples([*(r for r in rows if r["writer_id"] != writer_id), new], schema)
+        return controller.store.as_tuples([*(r for r in rows if r["writer_id"] != writer_id), new],
+                                          WRITER_MARKS_SCHEMA)
 
-    controller.store.rewrite_rows(marks_path, schema, change, f"note time of {writer_id} on {scope}/{stream}",
-                                partition=("writer_key", key))
+    controller.store.rewrite_shard_rows(WRITER_MARKS_TABLE, scope, stream, change,
+                                        f"note time of {writer_id} on {scope}/{stream}", {WRITER_KEY: key})
     log.info("%s noted %s at %s on %s/%s", writer_id, ts.isoformat(), dict(position), scope, stream)
     return WriterMark(writer_id, ts, dict(position), True)
 
 
 def shut_down_writer(controller: Controller, scope: str, stream: str, writer_id: str) -> bool:
     """Mark ``writer_id`` shut down (Pravega's ``writerShutdown``); False if it had no live mark."""
-    marks_path, _ = watermark_paths(controller.store, scope, stream)
-    if not controller.store.backend.exists(marks_path):
+    def live(rows: list[dict]) -> bool:
+        return any(r["writer_id"] == writer_id and r["is_alive"] for r in rows)
+
+    if not live(controller.store.shard_rows(WRITER_MARKS_TABLE, scope, stream)):
         return False
-    schema = _schema(WRITER_MARKS_DDL)
 
     def change(rows: list[dict]):
-        if not any(r["writer_id"] == writer_id and r["is_alive"] for r in rows):
+        if not live(rows):
             return None
         return controller.store.as_tuples(
-            [{**r, "is_alive": False} if r["writer_id"] == writer_id else r for r in rows], schema)
+            [{**r, "is_alive": False} if r["writer_id"] == writer_id else r for r in rows], WRITER_MARKS_SCHEMA)
 
-    return controller.store.rewrite_rows(marks_path, schema, change, f"shut down writer {writer_id} on {scope}/{stream}",
-                                       partition=("writer_key", writer_key(writer_id)))
+    return controller.store.rewrite_shard_rows(WRITER_MARKS_TABLE, scope, stream, change,
+                                               f"shut down writer {writer_id} on {scope}/{stream}",
+                                               {WRITER_KEY: writer_key(writer_id)})
 
 
 def watermark_list(controller: Controller, scope: str, stream: str) -> list[Watermark]:
-    _, wm_path = watermark_paths(controller.store, scope, stream)
-    if not controller.store.backend.exists(wm_path):
-        return []
-    rows = sorted(controller.store.table_rows(wm_path), key=lambda r: r["lower_time_bound"])
+    rows = sorted(controller.store.shard_rows(WATERMARKS_TABLE, scope, stream), key=lambda r: r["lower_time_bound"])
     return [Watermark(_utc(r["lower_time_bound"]), _utc(r["upper_time_bound"]), StreamCut.from_text(r["stream_cut"]))
             for r in rows]
 
 
 def watermarks_df(controller: Controller, scope: str, stream: str) -> DataFrame:
-    _, wm_path = watermark_paths(controller.store, scope, stream)
-    if not controller.store.backend.is_table(wm_path):
-        return controller.spark.createDataFrame([], WATERMARKS_DDL)
-    return controller.store.backend.read(wm_path).orderBy("lower_time_bound")
+    return controller.store.shard_frame(WATERMARKS_TABLE, scope, stream).orderBy("lower_time_bound")
 
 
 def compute_round(controller: Controller, scope: str, stream: str, now: datetime) -> Watermark | None:
@@ -328,19 +294,18 @@ def compute_round(controller: Controller, scope: str, stream: str, now: datetime
     marks = writer_marks(controller, scope, stream)
     if not marks:
         return None
-    marks_path, wm_path = _ensure_tables(controller, scope, stream)
     timeout = record.configuration.timestamp_aggregation_timeout or DEFAULT_AGGREGATION_TIMEOUT
     existing = watermark_list(controller, scope, stream)
     previous = existing[-1] if existing else None
     active, inactive, stale = classify_writers(marks, previous, now, timeout)
-    _track_stale(controller, marks_path, stale)
+    _track_stale(controller, scope, stream, stale)
     if inactive:
         gone = {m.writer_id for m in inactive}
-        controller.store.rewrite_rows(
-            marks_path, _schema(WRITER_MARKS_DDL),
+        controller.store.rewrite_shard_rows(
+            WRITER_MARKS_TABLE, scope, stream,
             lambda rows: controller.store.as_tuples([r for r in rows if r["writer_id"] not in gone],
-                                                  _schema(WRITER_MARKS_DDL)),
-            f"remove inactive writers of {scope}/{stream}", partition_by=("writer_key",))
+                                                    WRITER_MARKS_SCHEMA),
+            f"remove inactive writers of {scope}/{stream}")
         log.info("watermarks %s/%s: removed inactive writers %s", scope, stream, [m.writer_id for m in inactive])
     if not active or not all_participating(active, previous):
         return None
@@ -348,7 +313,7 @@ def compute_round(controller: Controller, scope: str, stream: str, now: datetime
     watermark = compute_watermark(active, previous, records, record.scoped_name)
     if watermark is None:
         return None
-    schema = _schema(WATERMARKS_DDL)
+    schema = WATERMARKS_SCHEMA
     new = {"lower_time_bound": watermark.lower_time_bound, "upper_time_bound": watermark.upper_time_bound,
            "stream_cut": watermark.stream_cut.as_text(), "emit_time": now}
 
@@ -364,22 +329,24 @@ def compute_round(controller: Controller, scope: str, stream: str, now: datetime
         emitted = max([now, *(_utc(r["emit_time"]) for r in rows)])
         return controller.store.as_tuples([*rows, {**new, "emit_time": emitted}], schema)
 
-    if not controller.store.rewrite_rows(wm_path, schema, change, f"emit a watermark on {scope}/{stream}"):
+    if not controller.store.rewrite_shard_rows(WATERMARKS_TABLE, scope, stream, change,
+                                               f"emit a watermark on {scope}/{stream}"):
         return None
     log.info("watermarks %s/%s: emitted %r", scope, stream, watermark)
     return watermark
 
 
-def _track_stale(controller: Controller, marks_path: str, stale: Mapping[str, datetime | None]) -> None:
+def _track_stale(controller: Controller, scope: str, stream: str, stale: Mapping[str, datetime | None]) -> None:
     if not stale:
         return
-    schema = _schema(WRITER_MARKS_DDL)
 
     def change(rows: list[dict]):
         return controller.store.as_tuples(
-            [{**r, "stale_since": stale[r["writer_id"]]} if r["writer_id"] in stale else r for r in rows], schema)
+            [{**r, "stale_since": stale[r["writer_id"]]} if r["writer_id"] in stale else r for r in rows],
+            WRITER_MARKS_SCHEMA)
 
-    controller.store.rewrite_rows(marks_path, schema, change, "track stale writers", partition_by=("writer_key",))
+    controller.store.rewrite_shard_rows(WRITER_MARKS_TABLE, scope, stream, change,
+                                        f"track stale writers of {scope}/{stream}")
 
 
 def compute_watermarks(controller: Controller, scope: str | None, stream: str | None,

@@ -3,12 +3,15 @@
 Layout of a store (``root``)::
 
     root/_pravega/scopes              scope catalog
-    root/_pravega/streams             stream catalog + state (partitioned by stream_key, a hash)
+    root/_pravega/streams             stream catalog + state (partitioned by stream_key, a hash);
+                                      its properties hold the store's format and shard count
+    root/_pravega/s<k>/<kind>         shard k of a kind of per-stream rows (retention_set,
+                                      subscribers, writer_marks, watermarks, autoscale), each
+                                      stream's rows in its partition ``stream_key``, in shard
+                                      ``shard_of(stream_key)``; created on first use
     root/<scope>/<stream>/segments    the stream's segment history (one row per segment)
     root/<scope>/<stream>/events      the stream's data (partitioned by segment_id)
-    root/<scope>/<stream>/retention_set   periodic tail cuts with recording time and size
-    root/<scope>/<stream>/subscribers     consumption-based retention: each subscriber's cut
-    root/<scope>/<stream>/transient       chunks of large events being written (created on first use)
+    root/<scope>/<stream>/transient   chunks of large events being written (created on first use)
 """
 
 from __future__ import annotations
@@ -33,8 +36,15 @@ SYSTEM_DIR = "_pravega"
 # made before it was recorded (no property); 2: events tables may hold write marks (the public-API
 # backend's write numbers, ``MARKS_SEGMENT``). A store of a format above ``STORE_FORMAT`` is refused
 # (``StoreFormatError``); older ones are read as they are.
-STORE_FORMAT = 2
+STORE_FORMAT = 3
 STORE_FORMAT_PROPERTY = "pravega_spark.store.format"
+# Format 3 (issue #68) keeps a stream's bookkeeping in store-level tables split into shards: the
+# shard count, a power of two fixed when the store is created, is this property of the streams
+# table. A stream's rows of every kind are in the shard of its key, so two streams of different
+# shards never commit to the same log.
+SHARDS_PROPERTY = "pravega_spark.store.shards"
+DEFAULT_SHARDS = 16
+MAX_SHARDS = 256
 SCOPES_TABLE = "scopes"
 STREAMS_TABLE = "streams"
 READER_GROUPS_TABLE = "reader_groups"
@@ -42,11 +52,13 @@ READER_GROUP_MEMBERS_TABLE = "reader_group_members"
 SEGMENTS_TABLE = "segments"
 EVENTS_TABLE = "events"
 RETENTION_SET_TABLE = "retention_set"
+# the kinds of per-stream rows kept in shard tables (``shard_dir``/kind), in this order
 AUTOSCALE_TABLE = "autoscale"
 SUBSCRIBERS_TABLE = "subscribers"
 TRANSIENT_TABLE = "transient"
 WRITER_MARKS_TABLE = "writer_marks"
 WATERMARKS_TABLE = "watermarks"
+SHARD_KINDS = (RETENTION_SET_TABLE, SUBSCRIBERS_TABLE, WRITER_MARKS_TABLE, WATERMARKS_TABLE, AUTOSCALE_TABLE)
 # Tables emptied (not removed) by a deletion on a backend without a file system: their bytes
 # leave storage at the next VACUUM (``admin.maintenance.vacuum`` visits them), which then forgets
 # them once the retention it used covers their removal.
@@ -271,6 +283,65 @@ SUBSCRIBERS_SCHEMA = StructType([
     StructField("stream_cut", CUT_ENTRIES, False),
     StructField("update_time", TimestampType(), False),
 ])
+
+# A writer's marks (``controller.watermarks``), in a partition of their own per writer: a writer
+# id is any string, so the partition value is a fixed-length hash of it (``writer_key``).
+WRITER_KEY = "writer_key"
+WRITER_MARKS_SCHEMA = StructType([
+    StructField(WRITER_KEY, StringType(), False),
+    StructField("writer_id", StringType(), False),
+    StructField("time", TimestampType(), False),
+    StructField("position", CUT_ENTRIES, False),
+    StructField("is_alive", BooleanType(), False),
+    StructField("note_time", TimestampType(), False),
+    StructField("stale_since", TimestampType(), True),
+])
+WATERMARKS_SCHEMA = StructType([
+    StructField("lower_time_bound", TimestampType(), False),
+    StructField("upper_time_bound", TimestampType(), False),
+    StructField("stream_cut", StringType(), False),
+    StructField("emit_time", TimestampType(), False),
+])
+
+
+def shard_of(key: str, shards: int) -> int:
+    """The shard of a ``stream_key`` (16 hex digits) in a store of ``shards`` shards: its first
+    16 bits modulo the count. The 65,536 buckets spread evenly over any power of two up to
+    ``MAX_SHARDS``. In SQL: ``conv(substr(stream_key, 1, 4), 16, 10) % shards``."""
+    return int(key[:4], 16) % shards
+
+
+def shard_dir(shard: int) -> str:
+    """The directory of shard ``shard``'s tables under ``SYSTEM_DIR``."""
+    return f"s{shard}"
+
+
+def valid_shard_count(shards: object) -> bool:
+    """Whether ``shards`` can be a store's shard count: a power of two in [1, ``MAX_SHARDS``]."""
+    return (isinstance(shards, int) and not isinstance(shards, bool) and 1 <= shards <= MAX_SHARDS
+            and shards & (shards - 1) == 0)
+
+
+# Each shard kind's table: the kind's columns after ``stream_key``, partitioned by it (and, for
+# writer marks, by the writer's key too, so that writers of one stream never conflict).
+SHARD_SCHEMAS = {
+    RETENTION_SET_TABLE: RETENTION_SET_SCHEMA,
+    SUBSCRIBERS_TABLE: SUBSCRIBERS_SCHEMA,
+    WRITER_MARKS_TABLE: WRITER_MARKS_SCHEMA,
+    WATERMARKS_TABLE: WATERMARKS_SCHEMA,
+    AUTOSCALE_TABLE: AUTOSCALE_SCHEMA,
+}
+
+
+def shard_schema(kind: str) -> StructType:
+    """The shard table of ``kind``: ``stream_key`` then the kind's own columns."""
+    return StructType([StructField(STREAM_KEY, StringType(), False), *SHARD_SCHEMAS[kind].fields])
+
+
+def shard_partitions(kind: str) -> tuple[str, ...]:
+    """The partition columns of ``kind``'s shard tables."""
+    return (STREAM_KEY, WRITER_KEY) if kind == WRITER_MARKS_TABLE else (STREAM_KEY,)
+
 
 READ_COLUMNS = ["scope", "stream", "segment_id", "offset", "event", "routing_key", "writer_id",
                 "write_time"]

@@ -7,25 +7,20 @@ commit; workflows made of several commits live in ``StreamManager``.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from .. import _delta
 from ..errors import ScopeNotFoundError, StoreFormatError
 from ..stream.record import ACTIVE, StreamRecord
-from ..stream.retention import RetentionRecord
 from ..stream.segments import SegmentRecord
-from ..stream.stream_cut import StreamCut
 from .clock import from_spark_time, utc_now
 from .read_cache import StreamReadCache
 from .schema import (
-    AUTOSCALE_SCHEMA,
-    AUTOSCALE_TABLE,
+    DEFAULT_SHARDS,
     EVENTS_PARTITIONS,
     EVENTS_PROPERTIES,
     EVENTS_SCHEMA,
@@ -39,48 +34,25 @@ from .schema import (
     READER_GROUPS_TABLE,
     REMOVED_TABLES,
     REMOVED_TABLES_SCHEMA,
-    RETENTION_SET_SCHEMA,
-    RETENTION_SET_TABLE,
     SCOPE_DELETED,
     SCOPE_MARK,
     SCOPES_SCHEMA,
     SCOPES_TABLE,
     SEGMENTS_SCHEMA,
     SEGMENTS_TABLE,
+    SHARDS_PROPERTY,
     SMALL_TABLE_PROPERTIES,
     STORE_FORMAT,
     STORE_FORMAT_PROPERTY,
     STREAM_KEY,
     STREAMS_SCHEMA,
-    STREAMS_TABLE,
-    SUBSCRIBERS_SCHEMA,
-    SUBSCRIBERS_TABLE,
     SYSTEM_DIR,
     TRANSIENT_PARTITION,
     TRANSIENT_PROPERTIES,
     TRANSIENT_SCHEMA,
     TRANSIENT_TABLE,
-    WATERMARKS_TABLE,
-    WRITER_MARKS_TABLE,
 )
-from .segment_store import SegmentStore
-
-
-def _aware(value):
-    """A collected row's values with every timestamp aware UTC, as ``_delta.read_rows`` gives
-    them (the two ways ``Store.table_rows`` reads a table give the same values)."""
-    if isinstance(value, datetime):
-        return from_spark_time(value)
-    if isinstance(value, dict):
-        return {k: _aware(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_aware(v) for v in value]
-    return value
-
-
-def stream_key(scope: str, stream: str) -> str:
-    """The streams table's partition value of a stream: 16 hex digits of SHA-1 of its scoped name."""
-    return hashlib.sha1(f"{scope}/{stream}".encode()).hexdigest()[:16]
+from .shard_store import ShardStore, as_aware, stream_key
 
 
 def group_key(scope: str, group: str) -> str:
@@ -93,38 +65,20 @@ def member_key(scope: str, group: str, reader: str) -> str:
     return stream_key(scope, f"{group}/{reader}")
 
 
-class Store(SegmentStore):
+class Store(ShardStore):
     """Tables of one store root, read and committed through one SparkSession: the metadata store
-    (scopes, streams, key-value tables, reader groups, segments' records, marks, retention sets,
-    subscribers) over the segment store's events tables (``SegmentStore``)."""
+    (scopes, streams, key-value tables, reader groups, segments' records), over the shard tables
+    (``ShardStore``: retention sets, subscribers, marks) and the events tables (``SegmentStore``)."""
 
-    def __init__(self, spark: SparkSession, root: str) -> None:
-        super().__init__(spark, root)
-        # metadata read from a table, keyed by what was read; valid while the table's (version,
-        # id) is unchanged, which costs a look at its log rather than a Spark job to check
-        self._cache: dict[tuple, tuple[tuple[int, str], object]] = {}
+    def __init__(self, spark: SparkSession, root: str, shards: int = DEFAULT_SHARDS) -> None:
+        super().__init__(spark, root, shards)
         self._transient_tables: set[str] = set()
         self.read_cache = StreamReadCache()  # the rows Connect reads start from (``read_cache``)
-
-    def _cached(self, path: str, key: tuple, load):
-        """``load(version)`` for the table's latest version, reusing the last result if the table
-        has not changed since."""
-        state = self.backend.latest(path)
-        hit = self._cache.get((path, key))
-        if hit is not None and hit[0] == state:
-            return hit[1]
-        value = load(state[0])
-        self._cache[(path, key)] = (state, value)
-        return value
 
     # ---- paths -------------------------------------------------------------------------------
     @property
     def scopes_path(self) -> str:
         return f"{self.root}/{SYSTEM_DIR}/{SCOPES_TABLE}"
-
-    @property
-    def streams_path(self) -> str:
-        return f"{self.root}/{SYSTEM_DIR}/{STREAMS_TABLE}"
 
     @property
     def reader_groups_path(self) -> str:
@@ -136,15 +90,6 @@ class Store(SegmentStore):
 
     def segments_path(self, scope: str, stream: str) -> str:
         return f"{self.stream_dir(scope, stream)}/{SEGMENTS_TABLE}"
-
-    def retention_set_path(self, scope: str, stream: str) -> str:
-        return f"{self.stream_dir(scope, stream)}/{RETENTION_SET_TABLE}"
-
-    def autoscale_path(self, scope: str, stream: str) -> str:
-        return f"{self.stream_dir(scope, stream)}/{AUTOSCALE_TABLE}"
-
-    def subscribers_path(self, scope: str, stream: str) -> str:
-        return f"{self.stream_dir(scope, stream)}/{SUBSCRIBERS_TABLE}"
 
     def transient_path(self, scope: str, stream: str) -> str:
         return f"{self.stream_dir(scope, stream)}/{TRANSIENT_TABLE}"
@@ -158,50 +103,45 @@ class Store(SegmentStore):
         return path
 
     def ensure_system_tables(self) -> None:
-        """Create the store's fixed tables (scopes, streams, reader groups) unless they exist: each
+        """Create the store's fixed tables (streams, scopes, reader groups) unless they exist: each
         a log look when it does. Every manager opening the store calls this, so the other methods
-        may take them for granted; per-stream tables are created when their stream is, or on
-        their first write (``_table``). Safe to race (``DeltaBackend.create_table``)."""
-        formatted = {**SMALL_TABLE_PROPERTIES, STORE_FORMAT_PROPERTY: str(STORE_FORMAT)}
-        for path, schema, parts, props in ((self.scopes_path, SCOPES_SCHEMA, (), SMALL_TABLE_PROPERTIES),
-                                           (self.streams_path, STREAMS_SCHEMA, (STREAM_KEY,), formatted),
-                                           (self.reader_groups_path, READER_GROUPS_SCHEMA, (READER_GROUP_KEY,),
-                                            SMALL_TABLE_PROPERTIES)):
-            if self.backend.create_table(path, schema, parts, props) or path != self.streams_path:
-                continue
+        may take them for granted; per-stream tables are created when their stream is, shard
+        tables on their first write (``_table``). Safe to race (``DeltaBackend.create_table``).
+        The streams table comes first: a store of another format is refused before anything
+        else is written.
+
+        Raises:
+            StoreFormatError: the store has another format than this library's (``check_format``).
+        """
+        formatted = {**SMALL_TABLE_PROPERTIES, STORE_FORMAT_PROPERTY: str(STORE_FORMAT),
+                     SHARDS_PROPERTY: str(self._new_shards)}
+        if not self.backend.create_table(self.streams_path, STREAMS_SCHEMA, (STREAM_KEY,), formatted):
             self.check_format()
+        for path, schema, parts in ((self.scopes_path, SCOPES_SCHEMA, ()),
+                                    (self.reader_groups_path, READER_GROUPS_SCHEMA, (READER_GROUP_KEY,))):
+            self.backend.create_table(path, schema, parts, SMALL_TABLE_PROPERTIES)
 
     def check_format(self) -> int:
         """The store's format (``STORE_FORMAT_PROPERTY`` of its streams table; 1 without one).
 
         Raises:
-            StoreFormatError: a newer format than this library reads.
+            StoreFormatError: another format than this library's: a newer one (upgrade the
+                library), or an older one (upgrade the store in place).
         """
         found = self.backend.table_property(self.streams_path, STORE_FORMAT_PROPERTY)
         number = int(found) if found and found.isdigit() else 1
         if number > STORE_FORMAT:
             raise StoreFormatError(f"the store at {self.root} has format {number}, and this pravega_spark reads "
                                    f"formats up to {STORE_FORMAT}: upgrade pravega_spark to use it")
+        if number < STORE_FORMAT:
+            raise StoreFormatError(f"the store at {self.root} has format {number}, and this pravega_spark reads "
+                                   f"format {STORE_FORMAT}: upgrade the store in place with "
+                                   f"`pravega-spark --root {self.root} upgrade-store`")
         return number
 
     # ---- scopes ------------------------------------------------------------------------------
     def scopes(self) -> DataFrame:
         return self.backend.read(self.scopes_path)
-
-    def table_rows(self, path: str, column: str | None = None, value: str | None = None) -> list[dict]:
-        """The rows of a small table (or of one of its string partitions) at its latest version:
-        from the files its checksum lists, read once per file, else one Spark query per version."""
-        rows = self.backend.read_rows(path, column, value)
-        if rows is not None:
-            return rows
-
-        def load(version: int) -> tuple:
-            df = self.backend.read(path, version)
-            if column is not None:
-                df = df.where(F.col(column) == value)
-            return tuple(_aware(r.asDict(recursive=True)) for r in df.collect())
-
-        return list(self._cached(path, ("rows", column, value), load))
 
     def scope_exists(self, scope: str) -> bool:
         return self.scope_creation_time(scope) is not None
@@ -209,7 +149,7 @@ class Store(SegmentStore):
     def scope_creation_time(self, scope: str) -> datetime | None:
         """When the scope was created (its identity: a scope deleted and created again is a new
         one), or None if it does not exist."""
-        return next((_aware(r["creation_time"]) for r in self.table_rows(self.scopes_path) if r["scope"] == scope), None)
+        return next((as_aware(r["creation_time"]) for r in self.table_rows(self.scopes_path) if r["scope"] == scope), None)
 
     def insert_scope(self, scope: str) -> bool:
         def attempt() -> bool:
@@ -280,7 +220,7 @@ class Store(SegmentStore):
         KVT's internal name), the partition's files and the rows of ``name`` in them."""
         self.read_cache.forget(scope, name)  # this process changes the row: its reads fetch it again
         txn = self.backend.transaction(self.streams_path)
-        files = txn.read_partition(STREAM_KEY, stream_key(scope, name))
+        files = txn.read_partition({STREAM_KEY: stream_key(scope, name)})
         return txn, files, [r for r in txn.rows(files) if r["scope"] == scope and r["stream"] == name]
 
     def insert_stream(self, record: StreamRecord, scope_created: datetime) -> bool:
@@ -300,9 +240,9 @@ class Store(SegmentStore):
         internal name) unless its partition holds one: fenced on that partition and on the
         scope's deletion mark (see ``insert_stream``)."""
         txn, files, found = self._catalog_partition(scope, name)
-        marks = txn.rows(txn.read_partition(STREAM_KEY, stream_key(scope, SCOPE_MARK)))
+        marks = txn.rows(txn.read_partition({STREAM_KEY: stream_key(scope, SCOPE_MARK)}))
         if any(r["stream"] == SCOPE_MARK and r["scope"] == scope
-               and _aware(r["creation_time"]) == scope_created for r in marks):
+               and as_aware(r["creation_time"]) == scope_created for r in marks):
             raise ScopeNotFoundError(f"scope {scope} does not exist (deleted)")
         if found:
             return False
@@ -322,7 +262,7 @@ class Store(SegmentStore):
         if any(r["scope"] == scope and r["stream"] != SCOPE_MARK for r in rows):
             return False
         key = stream_key(scope, SCOPE_MARK)
-        if any(r[STREAM_KEY] == key and _aware(r["creation_time"]) == scope_created for r in rows):
+        if any(r[STREAM_KEY] == key and as_aware(r["creation_time"]) == scope_created for r in rows):
             return True
         now = utc_now()
         mark = (key, scope, SCOPE_MARK, SCOPE_DELETED, "{}", [], 0, None, None, scope_created, now, 0, None)
@@ -411,7 +351,7 @@ class Store(SegmentStore):
             return self.as_tuples(kept, READER_GROUPS_SCHEMA)
 
         return self.rewrite_rows(self.reader_groups_path, READER_GROUPS_SCHEMA, change_rows, what,
-                                 partition=(READER_GROUP_KEY, group_key(scope, group)))
+                                 partition={READER_GROUP_KEY: group_key(scope, group)})
 
     def member_rows(self, scope: str, group: str) -> list[dict]:
         """The group's member rows (``READER_GROUP_MEMBERS_SCHEMA`` as dicts; no Spark job while
@@ -435,7 +375,7 @@ class Store(SegmentStore):
             return self.as_tuples([*others, {**new, MEMBER_KEY: key}], READER_GROUP_MEMBERS_SCHEMA)
 
         return self.rewrite_rows(self.members_path, READER_GROUP_MEMBERS_SCHEMA, change_rows, what,
-                                 partition=(MEMBER_KEY, key))
+                                 partition={MEMBER_KEY: key})
 
     # ---- per-stream tables -------------------------------------------------------------------
     def create_stream_tables(self, scope: str, stream: str, initial: Sequence[SegmentRecord]) -> None:
@@ -449,12 +389,14 @@ class Store(SegmentStore):
                             EVENTS_PARTITIONS, EVENTS_PROPERTIES)
 
     def remove_stream_tables(self, scope: str, stream: str) -> bool:
-        """Delete the stream's folder; over Spark Connect (no file system), empty each of its
-        tables instead (VACUUM removes the bytes later; a stream created again refills them)."""
-        names = (SEGMENTS_TABLE, EVENTS_TABLE, RETENTION_SET_TABLE, AUTOSCALE_TABLE, SUBSCRIBERS_TABLE,
-                 TRANSIENT_TABLE, WRITER_MARKS_TABLE, WATERMARKS_TABLE)
+        """Delete the stream's folder (over Spark Connect, with no file system, empty each of its
+        tables instead: VACUUM removes the bytes later, and a stream created again refills them),
+        then its rows in the shard tables."""
         folder = self.stream_dir(scope, stream)
-        return self._remove_tables([f"{folder}/{n}" for n in names], folder=folder)
+        removed = self._remove_tables([f"{folder}/{n}" for n in (SEGMENTS_TABLE, EVENTS_TABLE, TRANSIENT_TABLE)],
+                                      folder=folder)
+        self.delete_shard_rows(scope, stream)
+        return removed
 
     # ---- removed tables ------------------------------------------------------------------------
     @property
@@ -532,165 +474,3 @@ class Store(SegmentStore):
             _delta.replace(txn, files, [merged[sid] for sid in sorted(merged)], SEGMENTS_SCHEMA)
 
         _delta.retrying(attempt, f"update segments of {scope}/{stream}")
-
-    # ---- tables created on first write -------------------------------------------------------
-    def _table(self, path: str, schema: StructType, partition_by: tuple[str, ...] = ()) -> str:
-        """``path``, after creating its (empty) table if it does not exist yet (safe to race)."""
-        self.backend.create_table(path, schema, partition_by, SMALL_TABLE_PROPERTIES)
-        return path
-
-    def _read_or_empty(self, path: str, schema: StructType) -> DataFrame:
-        if self.backend.exists(path):
-            return self.backend.read(path)
-        return self.spark.createDataFrame([], schema)
-
-    # ---- small tables rewritten whole --------------------------------------------------------
-    def rewrite_rows(self, path: str, schema: StructType, change, what: str,
-                     partition: tuple[str, str] | None = None, partition_by: tuple[str, ...] = ()) -> bool:
-        """One commit replacing a small table's rows (or one string partition's) with
-        ``change(rows)`` (dicts in, tuples in ``schema``'s order out; None: leave them as they
-        are). The commit reads what it replaces, so a concurrent change there makes the attempt
-        conflict and run again. ``partition_by`` names a partitioned table's partition columns
-        (``partition``'s column by default). Returns whether anything changed."""
-        partition_by = partition_by or ((partition[0],) if partition else ())
-        self._table(path, schema, partition_by)
-        return self.backend.replace_rows(path, schema, change, what, partition, partition_by)
-
-    @staticmethod
-    def as_tuples(rows: Iterable[Mapping], schema: StructType) -> list[tuple]:
-        """Row dicts as tuples in ``schema``'s column order."""
-        return [tuple(r[c] for c in schema.fieldNames()) for r in rows]
-
-    # ---- auto-scaling marks -------------------------------------------------------------------
-    def autoscale_marks(self, scope: str, stream: str) -> list[dict]:
-        """The auto-scaler's rows for the stream (``AUTOSCALE_SCHEMA`` as dicts); none yet: []."""
-        path = self.autoscale_path(scope, stream)
-        return self.table_rows(path) if self.backend.exists(path) else []
-
-    def merge_autoscale_marks(self, scope: str, stream: str, rows: list[dict], keep: set[int]) -> None:
-        """One commit: the rows of ``keep``'s segments, each field the later of the stored one and
-        ``rows``' (two runs at once both keep their requests' mutes and marks)."""
-        def change(stored: list[dict]):
-            merged = {int(r["segment_id"]): dict(r) for r in stored if int(r["segment_id"]) in keep}
-            for r in rows:
-                old = merged.setdefault(int(r["segment_id"]), {"segment_id": int(r["segment_id"]), "last_up": None,
-                                                               "last_down": None, "cold_until": None})
-                for f in ("last_up", "last_down", "cold_until"):
-                    if r[f] is not None and (old[f] is None or r[f] > old[f]):
-                        old[f] = r[f]
-            new = sorted(merged.values(), key=lambda r: r["segment_id"])
-            if new == sorted(stored, key=lambda r: r["segment_id"]):
-                return None
-            return self.as_tuples(new, AUTOSCALE_SCHEMA)
-
-        self.rewrite_rows(self.autoscale_path(scope, stream), AUTOSCALE_SCHEMA, change,
-                          f"auto-scaling marks of {scope}/{stream}")
-
-    # ---- retention set -----------------------------------------------------------------------
-    def retention_set(self, scope: str, stream: str) -> DataFrame:
-        return self._read_or_empty(self.retention_set_path(scope, stream), RETENTION_SET_SCHEMA)
-
-    def retention_records(self, scope: str, stream: str) -> list[RetentionRecord]:
-        """The stream's retention set, oldest first."""
-        path = self.retention_set_path(scope, stream)
-        if not self.backend.exists(path):
-            return []
-        rows = sorted(self.table_rows(path), key=lambda r: r["recording_time"])
-        return [RetentionRecord(from_spark_time(r["recording_time"]), int(r["recording_size"]),
-                                StreamCut.from_text(r["stream_cut"])) for r in rows]
-
-    def add_retention_record(self, scope: str, stream: str, record: RetentionRecord) -> bool:
-        """Append ``record`` unless the set already has one at least as new (Pravega's
-        ``addReferenceToStreamCutIfLatest``); True if this call added it."""
-        new = {"recording_time": record.recording_time, "recording_size": int(record.recording_size),
-               "stream_cut": record.stream_cut.as_text()}
-
-        def change(rows: list[dict]):
-            if any(r["recording_time"] >= record.recording_time for r in rows):
-                return None
-            return self.as_tuples(sorted([*rows, new], key=lambda r: r["recording_time"]), RETENTION_SET_SCHEMA)
-
-        return self.rewrite_rows(self.retention_set_path(scope, stream), RETENTION_SET_SCHEMA, change,
-                             f"add retention record of {scope}/{stream}")
-
-    def drop_retention_records(self, scope: str, stream: str, up_to: datetime) -> None:
-        """Drop every record recorded at or before ``up_to``."""
-        path = self.retention_set_path(scope, stream)
-        if not self.backend.exists(path):
-            return
-
-        def change(rows: list[dict]):
-            keep = [r for r in rows if r["recording_time"] > up_to]
-            return None if len(keep) == len(rows) else self.as_tuples(keep, RETENTION_SET_SCHEMA)
-
-        self.rewrite_rows(path, RETENTION_SET_SCHEMA, change, f"drop retention records of {scope}/{stream}")
-
-    # ---- subscribers -------------------------------------------------------------------------
-    def subscribers(self, scope: str, stream: str) -> DataFrame:
-        return self._read_or_empty(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA)
-
-    def subscriber_rows(self, scope: str, stream: str) -> list[dict]:
-        path = self.subscribers_path(scope, stream)
-        return self.table_rows(path) if self.backend.exists(path) else []
-
-    def subscriber(self, scope: str, stream: str, subscriber: str) -> tuple[int, dict[int, int]] | None:
-        """``(generation, cut positions)`` of one subscriber, or None if it is not subscribed."""
-        rows = [r for r in self.subscriber_rows(scope, stream) if r["subscriber"] == subscriber]
-        if not rows:
-            return None
-        return int(rows[0]["generation"]), {int(e["segment_id"]): int(e["offset"]) for e in rows[0]["stream_cut"]}
-
-    def has_subscriber_cuts(self, scope: str, stream: str) -> bool:
-        """Whether any subscriber has published a cut."""
-        return any(r["stream_cut"] for r in self.subscriber_rows(scope, stream))
-
-    def subscriber_cuts(self, scope: str, stream: str) -> DataFrame:
-        """One row per entry of each subscriber's cut: ``subscriber, segment_id, offset``."""
-        return (self.subscribers(scope, stream)
-                .select("subscriber", F.explode("stream_cut").alias("e"))
-                .select("subscriber", F.col("e.segment_id").alias("segment_id"), F.col("e.offset").alias("offset")))
-
-    def upsert_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> bool:
-        """Add the subscriber with an empty cut, or raise its generation keeping its cut (Pravega's
-        ``addSubscriber``); an older or equal generation changes nothing. True if changed."""
-        def change(rows: list[dict]):
-            found = [r for r in rows if r["subscriber"] == subscriber]
-            if found and found[0]["generation"] >= generation:
-                return None
-            cut = found[0]["stream_cut"] if found else []
-            others = [r for r in rows if r["subscriber"] != subscriber]
-            new = {"subscriber": subscriber, "generation": int(generation), "stream_cut": cut, "update_time": utc_now()}
-            return self.as_tuples([*others, new], SUBSCRIBERS_SCHEMA)
-
-        return self.rewrite_rows(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA, change,
-                             f"add subscriber {subscriber} to {scope}/{stream}")
-
-    def delete_subscriber(self, scope: str, stream: str, subscriber: str, generation: int) -> None:
-        """Remove the subscriber unless it has a newer generation than ``generation``."""
-        path = self.subscribers_path(scope, stream)
-        if not self.backend.exists(path):
-            return
-
-        def change(rows: list[dict]):
-            keep = [r for r in rows if not (r["subscriber"] == subscriber and r["generation"] <= generation)]
-            return None if len(keep) == len(rows) else self.as_tuples(keep, SUBSCRIBERS_SCHEMA)
-
-        self.rewrite_rows(path, SUBSCRIBERS_SCHEMA, change, f"remove subscriber {subscriber} from {scope}/{stream}")
-
-    def compare_and_set_subscriber_cut(self, scope: str, stream: str, subscriber: str, generation: int,
-                                       expected: Mapping[int, int], cut: Mapping[int, int]) -> bool:
-        """Replace the subscriber's cut iff it still has ``generation`` and the ``expected`` cut
-        (one commit; a concurrent change of the subscribers table makes it run again)."""
-        def entries(positions: Mapping[int, int]) -> list[dict]:
-            return [{"segment_id": int(s), "offset": int(o)} for s, o in sorted(positions.items())]
-
-        def change(rows: list[dict]):
-            found = [r for r in rows if r["subscriber"] == subscriber]
-            if (not found or found[0]["generation"] != generation
-                    or sorted((e["segment_id"], e["offset"]) for e in found[0]["stream_cut"]) != sorted(expected.items())):
-                return None
-            new = {**found[0], "stream_cut": entries(cut), "update_time": utc_now()}
-            return self.as_tuples([r for r in rows if r["subscriber"] != subscriber] + [new], SUBSCRIBERS_SCHEMA)
-
-        return self.rewrite_rows(self.subscribers_path(scope, stream), SUBSCRIBERS_SCHEMA, change,
-                             f"update cut of {subscriber} on {scope}/{stream}")

@@ -9,6 +9,7 @@ session setting."""
 from __future__ import annotations
 
 import os
+import re
 from datetime import timedelta
 
 import pytest
@@ -211,23 +212,28 @@ def test_deleted_streams_and_key_value_tables_leave_storage_at_the_next_vacuum(s
     assert all(not p.startswith(f"{manager.root}/{scope}/") for p in manager.vacuum(retention=timedelta(0)))
 
 
-def test_a_store_of_a_newer_format_is_refused_in_one_line_and_an_older_one_is_read(spark, root, manager, stream2,
-                                                                                  delta_backend):
-    """The store records its format (2: write marks may be in its events tables); a library that
-    finds a newer one refuses the store, naming both formats, before reading or writing anything;
-    a store from before the format was recorded (no property: format 1) is read as it is."""
+def test_a_store_of_another_format_is_refused_in_one_line_touching_nothing(spark, root, manager, stream2,
+                                                                          delta_backend):
+    """The store records its format (3: a stream's bookkeeping in shard tables); a library that
+    finds another refuses the store before reading or writing anything, in one line: a newer
+    format names both, an older one (a format-2 store, or one from before the format was
+    recorded) names the command that upgrades it in place."""
     from tests.helpers import table_versions
 
     scope, stream = stream2
     streams = f"{manager.root}/_pravega/streams"
-    assert manager.controller.store.check_format() == 2
-    spark.sql(f"ALTER TABLE delta.`{streams}` SET TBLPROPERTIES ('pravega_spark.store.format' = '3')")
-    before = table_versions(spark, root)
-    with pytest.raises(ps.StoreFormatError, match="has format 3, and this pravega_spark reads formats up to 2") as caught:
-        ps.StreamManager(spark, root)
-    assert "\n" not in str(caught.value)
-    assert table_versions(spark, root) == before
+    assert manager.controller.store.check_format() == 3
+    for value, message in (("4", "has format 4, and this pravega_spark reads formats up to 3"),
+                           ("2", "has format 2, and this pravega_spark reads format 3: upgrade the store in place "
+                                 f"with `pravega-spark --root {manager.root} upgrade-store`")):
+        spark.sql(f"ALTER TABLE delta.`{streams}` SET TBLPROPERTIES ('pravega_spark.store.format' = '{value}')")
+        before = table_versions(spark, root)
+        with pytest.raises(ps.StoreFormatError, match=re.escape(message)) as caught:
+            ps.StreamManager(spark, root)
+        assert "\n" not in str(caught.value)
+        assert table_versions(spark, root) == before
     spark.sql(f"ALTER TABLE delta.`{streams}` UNSET TBLPROPERTIES ('pravega_spark.store.format')")
-    again = ps.StreamManager(spark, root)
-    assert again.controller.store.check_format() == 1
-    assert again.read_events(scope, stream).count() == 0
+    with pytest.raises(ps.StoreFormatError, match="has format 1"):
+        ps.StreamManager(spark, root)
+    spark.sql(f"ALTER TABLE delta.`{streams}` SET TBLPROPERTIES ('pravega_spark.store.format' = '3')")
+    assert ps.StreamManager(spark, root).read_events(scope, stream).count() == 0

@@ -21,6 +21,7 @@ from pravega_spark.store.schema import (
     RECORD_SEAL,
     RECORD_STAGED,
 )
+from pravega_spark.store.store import stream_key
 
 MIB = 1024 * 1024
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -161,8 +162,9 @@ def _subscriber_behind_head(spark, m):
     assert all(o > 0 for o in head.positions.values())
     behind = F.array(*[F.struct(F.lit(s).cast("long").alias("segment_id"), F.lit(0).cast("long").alias("offset"))
                        for s in sorted(head.positions)])
-    DeltaTable.forPath(spark, f"{m.root}/iot/sensors/subscribers").update(
-        F.col("subscriber") == "rg", {"stream_cut": behind})
+    key = stream_key("iot", "sensors")
+    DeltaTable.forPath(spark, m.controller.store.shard_path("subscribers", key)).update(
+        (F.col("stream_key") == key) & (F.col("subscriber") == "rg"), {"stream_cut": behind})
 
 
 @pytest.mark.parametrize("corrupt, expectation", [

@@ -173,12 +173,11 @@ def build_history(manager: ps.StreamManager, stream: str, epochs: int) -> None:
         sizes = {sid: 0 for sid in plan.sealed_segments}
         sealed_sizes.update(sizes)
         records = apply_transition(records, plan, sizes)
-    store.merge_segments("bench", stream, records)
     markers = manager.spark.createDataFrame(
         [(sid, 0, 0, 0, 0, 1, None, None, None, t0, None) for sid in sealed_sizes], EVENTS_SCHEMA)
     markers.write.format("delta").mode("append").save(store.events_path("bench", stream))
     latest = store.stream_record("bench", stream)
-    store.compare_and_set_stream(latest, latest.transition("ACTIVE", utc_now(), current_epoch=epochs))
+    store.compare_and_set_stream(latest, latest.transition("ACTIVE", utc_now(), current_epoch=epochs), records)
     manager.create_event_writer("bench", stream).write_events(source(manager.spark, 2000, 100))
 
 

@@ -118,10 +118,10 @@ def truncation_with_deletes(manager, name: str, deleted: int) -> tuple[float, in
         plan = plan_scale(records, [current.segment_id], [(0.0, 1.0)], 1,
                           latest.creation_time + timedelta(seconds=current.creation_epoch + 1))
         records = apply_transition(records, plan, {current.segment_id: 0})
-    store.merge_segments("bench", name, records)
     latest = store.stream_record("bench", name)
     store.compare_and_set_stream(latest, latest.transition("ACTIVE", latest.update_time,
-                                                           current_epoch=max(r.creation_epoch for r in records)))
+                                                           current_epoch=max(r.creation_epoch for r in records)),
+                                 records)
     # one file per sealed segment, so a whole-segment delete removes `deleted` files
     sealed = [r.segment_id for r in records if r.sealed_epoch is not None]
     rows = [(sid, 0, 0, 0, 0, 1, None, None, None, latest.update_time, None) for sid in sealed]

@@ -65,6 +65,22 @@ _ROWS: dict[tuple[str, str], tuple] = {}
 _ROWS_LIMIT = 20_000
 
 
+def _utc_times(data_type):
+    """``data_type`` with every timestamp in it (nested in structs and lists too) as aware UTC
+    microseconds: Delta's timestamps are UTC instants, whether a file stores them with a zone
+    (INT64) or not (Spark's INT96)."""
+    import pyarrow as pa
+
+    if pa.types.is_timestamp(data_type):
+        return pa.timestamp("us", tz="UTC")
+    if pa.types.is_struct(data_type):
+        return pa.struct([pa.field(f.name, _utc_times(f.type), f.nullable) for f in data_type])
+    if pa.types.is_list(data_type):
+        item = data_type.value_field
+        return pa.list_(pa.field(item.name, _utc_times(item.type), item.nullable))
+    return data_type
+
+
 def read_rows(spark: SparkSession, path: str, files: Sequence[FileEntry]) -> list[dict]:
     """The rows of a few small data files of the table at ``path`` (partition columns added), as
     dicts with Python values (timestamps aware UTC). A file never changes once written, so rows
@@ -89,12 +105,7 @@ def read_rows(spark: SparkSession, path: str, files: Sequence[FileEntry]) -> lis
             finally:
                 stream.close()
             table = pq.read_table(pa.BufferReader(data))
-            columns = []
-            for field in table.schema:
-                column = table.column(field.name)
-                if pa.types.is_timestamp(field.type):
-                    column = column.cast(pa.timestamp("us", tz="UTC"))
-                columns.append(column)
+            columns = [table.column(field.name).cast(_utc_times(field.type)) for field in table.schema]
             table = pa.table(columns, names=table.schema.names)
             parts = dict(f.partition_values)
             rows = tuple({**r, **parts} for r in table.to_pylist())

@@ -39,7 +39,7 @@ def vacuum(controller: Controller, scope: str | None = None, stream: str | None 
             done.append(path)
     for s, t in names:
         events = store.events_path(s, t)
-        for path in (store.segments_path(s, t), events, store.transient_path(s, t)):
+        for path in (events, store.transient_path(s, t)):
             if not backend.is_table(path):
                 continue  # created on first use (transient, watermarks)
             if path == events:

@@ -509,8 +509,8 @@ def prepared_batches(controller: Controller, scope: str, stream: str) -> tuple[d
         retention_records=[(r.recording_time, r.recording_size, r.stream_cut)
                            for r in store.retention_records(scope, stream)],
         watermarks=_watermarks(controller, scope, stream))
-    # the segments table's rows as stored (read without a Spark job), not the parsed records
-    segments = store.table_rows(store.segments_path(scope, stream))
+    # the row's segments as stored (read without a Spark job), not the parsed records
+    segments = store.segment_rows(scope, stream)
     walk = event_walk(store.events(scope, stream, version), readable_from=readable_from,
                       sealed_sizes={r.segment_id: r.sealed_size for r in records if r.sealed_size is not None},
                       undecided_staging=_undecided_staging(controller, scope, stream),

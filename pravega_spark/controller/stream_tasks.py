@@ -99,13 +99,8 @@ def settled(store: Store, scope: str, stream: str) -> StreamRecord:
 
 
 def settled_with_segments(store: Store, scope: str, stream: str) -> tuple[StreamRecord, list[SegmentRecord]]:
-    """``settled`` and the stream's segment records, read together in one request where the
-    backend can (``Store.stream_record_and_segments``).
-
-    Read apart, the records come after the row, so they show at least the row's epoch. Read
-    together, each table has its own snapshot, so the records are used only if the row needed
-    no recovery and they agree with it (``segments_agree``); otherwise they are read again, after
-    the row, as apart.
+    """``settled`` and the stream's segment records, from one read of its row (the records are
+    part of it); read again if a pending workflow had to be finished first.
 
     Raises:
         InvalidNameError: a bad scope or stream name.
@@ -117,24 +112,9 @@ def settled_with_segments(store: Store, scope: str, stream: str) -> tuple[Stream
     if record is None:
         raise StreamNotFoundError(f"stream {scope}/{stream} does not exist")
     done = recover(store, record, finish_truncation=False)
-    if done is not record or records is None or not segments_agree(done, records):
+    if done is not record:
         records = store.segment_records(scope, stream)
     return done, records
-
-
-def segments_agree(record: StreamRecord, records: Sequence[SegmentRecord]) -> bool:
-    """Whether segment ``records`` read beside a settled ``record`` are at least as new as it.
-
-    The segments table changes in three commits, each made while the row is pending and before
-    it settles: creation (epoch 0, stamped with the stream's creation time), a scale (the new
-    epoch's segments and the seals of the old, together) and a seal (the sealed sizes). Records
-    older than the row miss the row's epoch, or its sealed sizes, or belong to a stream of the
-    same name created earlier."""
-    current = epoch_members(records, record.current_epoch)
-    first = [r for r in records if r.creation_epoch == 0]
-    return (bool(first) and all(r.creation_time == record.creation_time for r in first)
-            and any(r.creation_epoch == record.current_epoch for r in records)  # every epoch creates segments
-            and (record.state != SEALED or all(r.sealed_size is not None for r in current)))
 
 
 def active_stream(store: Store, scope: str, stream: str) -> StreamRecord:
@@ -166,8 +146,10 @@ def _start(store: Store, scope: str, stream: str, state: str, **changes) -> Stre
     return new
 
 
-def _set_state(store: Store, record: StreamRecord, state: str, **changes) -> StreamRecord:
-    """Move ``record`` to ``state``; if someone else already did, return their row."""
+def _set_state(store: Store, record: StreamRecord, state: str, segments: Sequence[SegmentRecord] = (),
+               **changes) -> StreamRecord:
+    """Move ``record`` to ``state`` (its segments taking ``segments``, in the same commit); if
+    someone else already did, return their row."""
 
     def attempt() -> StreamRecord:
         latest = existing_stream(store, record.scope, record.stream)
@@ -176,7 +158,7 @@ def _set_state(store: Store, record: StreamRecord, state: str, **changes) -> Str
                 return latest  # another process finished this workflow
             raise _delta.Retry("stream row changed")
         new = latest.transition(state, utc_now(), **changes)
-        if not store.compare_and_set_stream(latest, new):
+        if not store.compare_and_set_stream(latest, new, segments):
             raise _delta.Retry("stream row changed")
         return new
 
@@ -224,8 +206,8 @@ def delete_scope(store: Store, scope: str) -> bool:
 def create_stream(store: Store, scope: str, stream: str, config: StreamConfiguration) -> bool:
     """Create a stream with ``config.scaling_policy.min_num_segments`` equal segments.
 
-    Commits: (1) the stream's row in CREATING; (2) its tables: the segments table with epoch 0
-    and the empty events table; (3) the row to ACTIVE. A crash after (1) is finished by the next
+    Commits: (1) the stream's row in CREATING, holding its epoch-0 segments; (2) its empty
+    events table; (3) the row to ACTIVE. A crash after (1) is finished by the next
     ``create_stream`` or any other operation on the stream.
 
     Returns:
@@ -242,7 +224,8 @@ def create_stream(store: Store, scope: str, stream: str, config: StreamConfigura
         raise ScopeNotFoundError(f"scope {scope} does not exist")
     now = utc_now()
     record = StreamRecord(scope, stream, CREATING, config, 0, None, None, now, now, 0)
-    if not _delta.retrying(lambda: store.insert_stream(record, scope_created), f"create {scope}/{stream}"):
+    initial = initial_segments(config.scaling_policy.min_num_segments, now)
+    if not _delta.retrying(lambda: store.insert_stream(record, scope_created, initial), f"create {scope}/{stream}"):
         existing = store.stream_record(scope, stream)
         if existing is not None and existing.state == CREATING:
             _finish_create(store, existing)
@@ -254,8 +237,8 @@ def create_stream(store: Store, scope: str, stream: str, config: StreamConfigura
 
 
 def _finish_create(store: Store, record: StreamRecord) -> StreamRecord:
-    initial = initial_segments(record.configuration.scaling_policy.min_num_segments, record.creation_time)
-    store.create_stream_tables(record.scope, record.stream, initial)
+    store.create_stream_tables(record.scope, record.stream)
+    failpoint("create:after_events")
     return _set_state(store, record, ACTIVE)
 
 
@@ -266,9 +249,9 @@ def update_stream(store: Store, scope: str, stream: str, config: StreamConfigura
 
     Commits: (1) the row ACTIVE -> UPDATING with the new configuration and, if a scale-up is
     needed, its epoch transition (``scaling.scale_up_to``: the widest segments split evenly);
-    then, with a scale-up, (2) seal records closing the split segments and (3) the segments
-    table's new segments; (4) the row -> ACTIVE (with the new epoch). A crash after (1) is
-    finished by the next operation on the stream: the configuration is in force from (1) on.
+    then, with a scale-up, (2) seal records closing the split segments; (3) the row -> ACTIVE
+    (with the new epoch and segments). A crash after (1) is finished by the next operation on the
+    stream: the configuration is in force from (1) on.
 
     Raises:
         StreamSealedError: the stream is sealed.
@@ -315,8 +298,8 @@ def seal_stream(store: Store, scope: str, stream: str) -> bool:
     """Seal every open segment; later writes raise ``StreamSealedError``.
 
     Commits: (1) the row to SEALING; (2) a seal record closing each open segment (fenced against
-    appends); (3) the sealed sizes into the segments table; (4) the row to SEALED. A crash in
-    between is finished by the next operation on the stream. Sealing a sealed stream returns True.
+    appends); (3) the row to SEALED, its segments taking their sealed sizes. A crash in between
+    is finished by the next operation on the stream. Sealing a sealed stream returns True.
     """
     record = recover(store, existing_stream(store, scope, stream))
     if record.state != SEALED:
@@ -332,18 +315,18 @@ def _finish_seal(store: Store, record: StreamRecord) -> StreamRecord:
     records = store.segment_records(record.scope, record.stream)
     open_ids = [s.segment_id for s in active_segments(records)]
     sizes = store.seal_segments(record.scope, record.stream, open_ids)
-    store.merge_segments(record.scope, record.stream, [
+    return _set_state(store, record, SEALED, [
         SegmentRecord(s.segment_id, s.key_start, s.key_end, s.creation_time, None, sizes[s.segment_id])
         for s in active_segments(records)])
-    return _set_state(store, record, SEALED)
 
 
 # ---- delete ------------------------------------------------------------------------------------
 def delete_stream(store: Store, scope: str, stream: str) -> bool:
     """Delete a sealed stream and remove its tables' data from storage.
 
-    Commits: the stream's directory is removed, then its row. A crash in between leaves a SEALED
-    row with no data, which the next ``delete_stream`` finishes.
+    Commits: the stream's directory is removed, then its rows in the shard tables (one DELETE
+    per table holding some), then its row. A crash in between leaves a SEALED row, which the
+    next ``delete_stream`` finishes.
 
     Returns:
         False if the stream did not exist.
@@ -361,6 +344,8 @@ def delete_stream(store: Store, scope: str, stream: str) -> bool:
         raise StreamNotSealedError(f"stream {record.scoped_name} is {record.state}; seal it first")
     removed = store.remove_stream_tables(scope, stream)
     failpoint("delete:after_data")
+    store.delete_shard_rows(scope, stream)
+    failpoint("delete:after_rows")
     _delta.retrying(lambda: store.delete_stream_row(scope, stream), f"delete {scope}/{stream}")
     log.info("delete_stream %s/%s (data removed: %s)", scope, stream, removed)
     return True
@@ -386,9 +371,9 @@ def scale_stream(store: Store, scope: str, stream: str, sealed: Iterable[int],
 
     Validated as Pravega's ``submitScale``. Commits: (1) the row ACTIVE -> SCALING with the epoch
     transition record; (2) seal records closing the sealed segments (fenced against appends,
-    whose writers then move to the successors); (3) the segments table: sealed epochs and sizes
-    plus the new segments; (4) the row SCALING -> ACTIVE with the new epoch. (2)-(4) are
-    idempotent: a crash after (1) is finished by the next operation on the stream. Of two
+    whose writers then move to the successors); (3) the row SCALING -> ACTIVE with the new epoch
+    and its segments: sealed epochs and sizes plus the new ones. (2)-(3) are idempotent: a crash
+    after (1) is finished by the next operation on the stream. Of two
     concurrent scales exactly one wins; the same scale submitted twice is made once.
 
     Raises:
@@ -429,12 +414,12 @@ def _finish_scale(store: Store, record: StreamRecord) -> StreamRecord:
     sizes = store.seal_segments(record.scope, record.stream, transition.sealed_segments)
     failpoint("scale:after_seal")
     records = store.segment_records(record.scope, record.stream)
+    touched = []
     if not any(r.segment_id == transition.new_segments[0].segment_id for r in records):
         changed = apply_transition(records, transition, sizes)
-        touched = set(transition.sealed_segments) | {s.segment_id for s in transition.new_segments}
-        store.merge_segments(record.scope, record.stream, [r for r in changed if r.segment_id in touched])
-    failpoint("scale:after_segments")
-    return _set_state(store, record, ACTIVE, current_epoch=transition.new_epoch, pending_scale=None)
+        ids = set(transition.sealed_segments) | {s.segment_id for s in transition.new_segments}
+        touched = [r for r in changed if r.segment_id in ids]
+    return _set_state(store, record, ACTIVE, touched, current_epoch=transition.new_epoch, pending_scale=None)
 
 
 # ---- truncate ----------------------------------------------------------------------------------

@@ -491,10 +491,10 @@ def current_head(source: _Source) -> dict[int, int]:
 
 
 def stream_head(controller: Controller, scope: str, stream: str, seen: tuple | None) -> tuple[tuple, dict[int, int]]:
-    """``current_head`` of a stream: ``(seen, head)``, where ``seen`` (the catalog's version and
-    id, and the head read then) is given back next time, so that an unchanged catalog costs one
-    look at its log."""
-    version = controller.store.backend.latest(controller.store.streams_path)
+    """``current_head`` of a stream: ``(seen, head)``, where ``seen`` (its catalogue shard's
+    version and id, and the head read then) is given back next time, so that an unchanged shard
+    costs one look at its log."""
+    version = controller.store.backend.latest(controller.store.catalog_path(stream_key(scope, stream)))
     if seen is None or seen[0] != version:
         seen = (version, dict(head_offsets(controller.stream_record(scope, stream).truncation)))
     return seen, dict(seen[1])
@@ -597,7 +597,7 @@ def read_stream(controller: Controller, scope: str, stream: str, start: CutOrNam
     events = events.transform(assemble_chunks)
     if head == "plan":
         plain = not record.truncation or '"head"' in record.truncation
-        events = events.transform(above_head, head=head_map(store.streams(), stream_key(scope, stream), plain),
+        events = events.transform(above_head, head=head_map(store.stream_rows(scope, stream), stream_key(scope, stream), plain),
                                   name=source.metric)
     else:
         events = events.transform(observed, name=source.metric)

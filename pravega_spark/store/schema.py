@@ -3,13 +3,15 @@
 Layout of a store (``root``)::
 
     root/_pravega/scopes              scope catalog
-    root/_pravega/streams             stream catalog + state (partitioned by stream_key, a hash);
-                                      its properties hold the store's format and shard count
+    root/_pravega/streams             the store table: no rows; its properties hold the store's
+                                      format and shard count
+    root/_pravega/s<k>/streams        shard k of the stream catalogue: each stream's row (state,
+                                      configuration, and its segments), KVT rows and scope
+                                      deletion marks, partitioned by stream_key (a hash)
     root/_pravega/s<k>/<kind>         shard k of a kind of per-stream rows (retention_set,
                                       subscribers, writer_marks, watermarks, autoscale), each
                                       stream's rows in its partition ``stream_key``, in shard
                                       ``shard_of(stream_key)``; created on first use
-    root/<scope>/<stream>/segments    the stream's segment history (one row per segment)
     root/<scope>/<stream>/events      the stream's data (partitioned by segment_id)
     root/<scope>/<stream>/transient   chunks of large events being written (created on first use)
 """
@@ -119,6 +121,19 @@ STREAM_KEY = "stream_key"
 SCOPE_MARK = ""
 SCOPE_DELETED = "SCOPE_DELETED"
 
+SEGMENTS_SCHEMA = StructType([
+    StructField("segment_id", LongType(), False),
+    StructField("segment_number", IntegerType(), False),
+    StructField("creation_epoch", IntegerType(), False),
+    StructField("key_start", DoubleType(), False),
+    StructField("key_end", DoubleType(), False),
+    StructField("creation_time", TimestampType(), False),
+    StructField("sealed_epoch", IntegerType(), True),
+    StructField("sealed_size", LongType(), True),
+])
+# a segment of a stream row's ``segments`` (Delta refuses NOT NULL inside arrays)
+SEGMENT_ENTRY = StructType([StructField(f.name, f.dataType, True) for f in SEGMENTS_SCHEMA.fields])
+
 STREAMS_SCHEMA = StructType([
     StructField(STREAM_KEY, StringType(), False),
     StructField("scope", StringType(), False),
@@ -137,6 +152,10 @@ STREAMS_SCHEMA = StructType([
     StructField("row_version", LongType(), False),
     # the truncation record (JSON, see truncation.TruncationRecord) once truncated, else null
     StructField("truncation", StringType(), True),
+    # the stream's segment history (``SEGMENT_ENTRY``s by segment id): changed only by the
+    # compare-and-sets of the workflows that change it (create, scale, seal); [] in KVT rows and
+    # scope deletion marks
+    StructField("segments", ArrayType(SEGMENT_ENTRY, True), True),
 ])
 
 # Reader groups (one row per group, its own partition: the compare-and-set fence of its state,
@@ -170,17 +189,6 @@ READER_GROUP_MEMBERS_SCHEMA = StructType([
     StructField("positions", StringType(), False),  # {"scope/stream#segment": offset} JSON
     StructField("last_seen", LongType(), False),  # ms since the epoch
     StructField("update_time", TimestampType(), False),
-])
-
-SEGMENTS_SCHEMA = StructType([
-    StructField("segment_id", LongType(), False),
-    StructField("segment_number", IntegerType(), False),
-    StructField("creation_epoch", IntegerType(), False),
-    StructField("key_start", DoubleType(), False),
-    StructField("key_end", DoubleType(), False),
-    StructField("creation_time", TimestampType(), False),
-    StructField("sealed_epoch", IntegerType(), True),
-    StructField("sealed_size", LongType(), True),
 ])
 
 # The events table (layout v2): a data file's offsets are relative to its ``base_offset``, a

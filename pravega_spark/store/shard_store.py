@@ -120,8 +120,8 @@ class ShardStore(SegmentStore):
 
     # ---- shard tables: per-stream rows of every stream, by kind ---------------------------------
     def shard_path(self, kind: str, key: str) -> str:
-        """The table of ``kind`` (one of ``SHARD_KINDS``) holding the rows of ``key`` (a
-        ``stream_key``)."""
+        """The table of ``kind`` (one of ``SHARD_KINDS``, or the catalogue's ``streams``) holding
+        the rows of ``key`` (a ``stream_key``)."""
         return f"{self.root}/{SYSTEM_DIR}/{shard_dir(shard_of(key, self.shards))}/{kind}"
 
     def shard_paths(self, kind: str) -> list[str]:

@@ -7,6 +7,7 @@ commit; workflows made of several commits live in ``StreamManager``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
@@ -38,14 +39,13 @@ from .schema import (
     SCOPE_MARK,
     SCOPES_SCHEMA,
     SCOPES_TABLE,
-    SEGMENTS_SCHEMA,
-    SEGMENTS_TABLE,
     SHARDS_PROPERTY,
     SMALL_TABLE_PROPERTIES,
     STORE_FORMAT,
     STORE_FORMAT_PROPERTY,
     STREAM_KEY,
     STREAMS_SCHEMA,
+    STREAMS_TABLE,
     SYSTEM_DIR,
     TRANSIENT_PARTITION,
     TRANSIENT_PROPERTIES,
@@ -65,6 +65,10 @@ def member_key(scope: str, group: str, reader: str) -> str:
     return stream_key(scope, f"{group}/{reader}")
 
 
+# the catalogue shards' name: ``root/_pravega/s<k>/streams``
+CATALOG = STREAMS_TABLE
+
+
 class Store(ShardStore):
     """Tables of one store root, read and committed through one SparkSession: the metadata store
     (scopes, streams, key-value tables, reader groups, segments' records), over the shard tables
@@ -73,6 +77,7 @@ class Store(ShardStore):
     def __init__(self, spark: SparkSession, root: str, shards: int = DEFAULT_SHARDS) -> None:
         super().__init__(spark, root, shards)
         self._transient_tables: set[str] = set()
+        self._known_catalogs: set[str] = set()  # catalogue shards known to exist
         self.read_cache = StreamReadCache()  # the rows Connect reads start from (``read_cache``)
 
     # ---- paths -------------------------------------------------------------------------------
@@ -87,9 +92,6 @@ class Store(ShardStore):
     @property
     def members_path(self) -> str:
         return f"{self.root}/{SYSTEM_DIR}/{READER_GROUP_MEMBERS_TABLE}"
-
-    def segments_path(self, scope: str, stream: str) -> str:
-        return f"{self.stream_dir(scope, stream)}/{SEGMENTS_TABLE}"
 
     def transient_path(self, scope: str, stream: str) -> str:
         return f"{self.stream_dir(scope, stream)}/{TRANSIENT_TABLE}"
@@ -174,71 +176,93 @@ class Store(ShardStore):
 
         _delta.retrying(attempt, f"delete scope {scope}")
 
-    # ---- streams -----------------------------------------------------------------------------
+    # ---- streams: the catalogue, sharded -------------------------------------------------------
+    def catalog_path(self, key: str) -> str:
+        """The catalogue shard holding the rows of ``key`` (a ``stream_key``)."""
+        return self.shard_path(CATALOG, key)
+
+    def _catalogs(self) -> list[str]:
+        """The catalogue shards that exist (one that exists once always does: known ones are
+        not looked at again)."""
+        paths = self.shard_paths(CATALOG)
+        self._known_catalogs |= {p for p in paths if p not in self._known_catalogs and self.backend.exists(p)}
+        return [p for p in paths if p in self._known_catalogs]
+
+    def _catalog_frame(self) -> DataFrame:
+        """Every catalogue row of the store (all shards), as one DataFrame."""
+        frames = [self.backend.read(p) for p in self._catalogs()]
+        if not frames:
+            return self.spark.createDataFrame([], STREAMS_SCHEMA)
+        return functools.reduce(DataFrame.unionByName, frames)
+
     def streams(self) -> DataFrame:
-        """The streams table's stream rows (not the scopes' deletion marks)."""
-        return (self.backend.read(self.streams_path)
+        """The stream rows of every catalogue shard (not the KVTs', nor the scopes' deletion marks)."""
+        return (self._catalog_frame()
                 .where((F.col("stream") != SCOPE_MARK) & ~F.col("stream").startswith(KVT_PREFIX)))
 
     def stream_rows(self, scope: str, stream: str) -> DataFrame:
-        """The stream's row in the streams table, as a DataFrame (none once deleted)."""
-        return self.backend.read(self.streams_path).where(
-            (F.col(STREAM_KEY) == stream_key(scope, stream)) & (F.col("scope") == scope) & (F.col("stream") == stream))
+        """The stream's row, as a DataFrame (none once deleted): its partition of its shard."""
+        key = stream_key(scope, stream)
+        return self.backend.read(self.catalog_path(key)).where(
+            (F.col(STREAM_KEY) == key) & (F.col("scope") == scope) & (F.col("stream") == stream))
+
+    def _catalog_rows(self, scope: str, name: str) -> list[dict]:
+        """The catalogue rows of ``name`` (a stream, or a KVT's internal name): its partition of
+        its shard, read without a Spark job while the shard is small; [] before the shard exists."""
+        key = stream_key(scope, name)
+        path = self.catalog_path(key)
+        if path not in self._known_catalogs:
+            if not self.backend.exists(path):
+                return []
+            self._known_catalogs.add(path)
+        return [r for r in self.table_rows(path, STREAM_KEY, key) if r["scope"] == scope and r["stream"] == name]
 
     def stream_record(self, scope: str, stream: str) -> StreamRecord | None:
-        rows = self.table_rows(self.streams_path, STREAM_KEY, stream_key(scope, stream))
-        return self._record_of(rows, scope, stream)
+        rows = self._catalog_rows(scope, stream)
+        return StreamRecord.from_row(rows[0]) if rows else None
 
-    @staticmethod
-    def _record_of(rows: Iterable[dict], scope: str, stream: str) -> StreamRecord | None:
-        mine = [r for r in rows if r["scope"] == scope and r["stream"] == stream]
-        return StreamRecord.from_row(mine[0]) if mine else None
+    def stream_record_and_segments(self, scope: str, stream: str) -> tuple[StreamRecord | None, list[SegmentRecord]]:
+        """The stream's row and its segment records, from one read of the row."""
+        rows = self._catalog_rows(scope, stream)
+        if not rows:
+            return None, []
+        return StreamRecord.from_row(rows[0]), segment_records_of(rows[0]["segments"] or [])
 
-    def stream_record_and_segments(self, scope: str, stream: str) -> tuple[StreamRecord | None,
-                                                                           list[SegmentRecord] | None]:
-        """The stream's row and its segment records read together, in one request where the
-        backend can (Connect); the records are None when they were not (read them after the
-        row). Each table is read at its own snapshot: see ``stream_tasks.settled_with_segments``
-        for what a caller checks."""
-        found = self.backend.read_rows_together([(self.streams_path, STREAM_KEY, stream_key(scope, stream)),
-                                                 (self.segments_path(scope, stream), None, None)])
-        if found is None:
-            return self.stream_record(scope, stream), None
-        return self._record_of(found[0], scope, stream), self._segment_records_of(found[1])
-
-    def _stream_row(self, record: StreamRecord) -> tuple:
-        return (stream_key(record.scope, record.stream), *record.to_row())
-
-    def _stream_partition(self, scope: str, stream: str) -> tuple[_delta.TableTransaction, list, StreamRecord | None]:
-        """A transaction on the streams table fenced on this stream's partition, the partition's
-        files and the stream's record in them."""
-        txn, files, rows = self._catalog_partition(scope, stream)
-        return txn, files, StreamRecord.from_row(rows[0]) if rows else None
+    def _stream_row(self, record: StreamRecord, segments: list[dict]) -> tuple:
+        return (stream_key(record.scope, record.stream), *record.to_row(), segments)
 
     def _catalog_partition(self, scope: str, name: str) -> tuple[_delta.TableTransaction, list, list[dict]]:
-        """A transaction on the streams table fenced on the partition of ``name`` (a stream or a
-        KVT's internal name), the partition's files and the rows of ``name`` in them."""
+        """A transaction on the catalogue shard of ``name`` (a stream or a KVT's internal name)
+        fenced on its partition, the partition's files and the rows of ``name`` in them."""
         self.read_cache.forget(scope, name)  # this process changes the row: its reads fetch it again
-        txn = self.backend.transaction(self.streams_path)
-        files = txn.read_partition({STREAM_KEY: stream_key(scope, name)})
+        key = stream_key(scope, name)
+        txn = self.backend.transaction(self.catalog_path(key))
+        files = txn.read_partition({STREAM_KEY: key})
         return txn, files, [r for r in txn.rows(files) if r["scope"] == scope and r["stream"] == name]
 
-    def insert_stream(self, record: StreamRecord, scope_created: datetime) -> bool:
-        """Insert the stream row unless one exists: True if this call inserted it.
+    def insert_stream(self, record: StreamRecord, scope_created: datetime, segments: Sequence[SegmentRecord]) -> bool:
+        """Insert the stream row (with its first ``segments``) unless one exists: True if this
+        call inserted it.
 
         One commit fenced on the stream's partition (of two concurrent inserts one conflicts, and
-        its retry finds the row) and on its scope's deletion mark (``mark_scope_deleted``): a
-        concurrent deletion of the scope makes it conflict, and its retry finds the mark.
+        its retry finds the row) and on its scope's deletion mark in the same shard
+        (``mark_scope_deleted``): a concurrent deletion of the scope makes it conflict, and its
+        retry finds the mark.
 
         Raises:
             ScopeNotFoundError: the scope created at ``scope_created`` was deleted.
         """
-        return self._insert_catalog_row(record.scope, record.stream, self._stream_row(record), scope_created)
+        row = self._stream_row(record, segment_entries(segments))
+        return self._insert_catalog_row(record.scope, record.stream, row, scope_created)
 
     def _insert_catalog_row(self, scope: str, name: str, row: tuple, scope_created: datetime) -> bool:
         """Insert a row of the scope's catalogue (a stream's, or a key-value table's under its
         internal name) unless its partition holds one: fenced on that partition and on the
-        scope's deletion mark (see ``insert_stream``)."""
+        scope's deletion mark in the same shard (see ``insert_stream``)."""
+        path = self.catalog_path(stream_key(scope, name))
+        if path not in self._known_catalogs:
+            self._table(path, STREAMS_SCHEMA, (STREAM_KEY,))
+            self._known_catalogs.add(path)
         txn, files, found = self._catalog_partition(scope, name)
         marks = txn.rows(txn.read_partition({STREAM_KEY: stream_key(scope, SCOPE_MARK)}))
         if any(r["stream"] == SCOPE_MARK and r["scope"] == scope
@@ -250,40 +274,72 @@ class Store(ShardStore):
         return True
 
     def mark_scope_deleted(self, scope: str, scope_created: datetime) -> bool:
-        """Record in the streams table that the scope created at ``scope_created`` is being
-        deleted, unless it has a stream: True if marked (or already marked).
+        """Mark in every catalogue shard that the scope created at ``scope_created`` is being
+        deleted, unless it has a stream or KVT: True if marked (or already marked).
 
-        One commit that reads the whole streams table, so it conflicts with any concurrent
-        stream insert (whose retry then sees the mark, see ``insert_stream``); a stream inserted
-        before it is seen, and the scope is not empty."""
-        txn = self.backend.transaction(self.streams_path)
+        Shard by shard, one commit that reads the whole shard, so it conflicts with any
+        concurrent insert there (whose retry then sees the mark, see ``insert_stream``); a row
+        inserted before it is seen. A shard that holds a row of the scope makes this remove the
+        marks placed so far and return False. A shard not created yet is created holding the
+        mark. Killed midway, marked shards refuse new rows of the scope; the next call finishes
+        (or undoes) the marking. A scope seen to hold a row before any mark is placed is left
+        untouched."""
+        if any(r["scope"] == scope and r["stream"] != SCOPE_MARK for p in self._catalogs() for r in self.table_rows(p)):
+            return False  # seen before anything is written
+        marked = []
+        for path in self.shard_paths(CATALOG):
+            if not _delta.retrying(lambda p=path: self._mark_shard(p, scope, scope_created), f"delete scope {scope}"):
+                for done in marked:
+                    self._unmark_shard(done, scope, scope_created)
+                return False
+            marked.append(path)
+        return True
+
+    def _mark_shard(self, path: str, scope: str, scope_created: datetime) -> bool:
+        key = stream_key(scope, SCOPE_MARK)
+        mark = (key, scope, SCOPE_MARK, SCOPE_DELETED, "{}", [], 0, None, None, scope_created, utc_now(), 0, None, [])
+        if path not in self._known_catalogs:
+            created = self.backend.create_table(path, STREAMS_SCHEMA, (STREAM_KEY,), SMALL_TABLE_PROPERTIES, rows=[mark])
+            self._known_catalogs.add(path)
+            if created:
+                return True
+        txn = self.backend.transaction(path)
         files = txn.read_whole_table()
         rows = txn.rows(files)
         if any(r["scope"] == scope and r["stream"] != SCOPE_MARK for r in rows):
             return False
-        key = stream_key(scope, SCOPE_MARK)
         if any(r[STREAM_KEY] == key and as_aware(r["creation_time"]) == scope_created for r in rows):
             return True
-        now = utc_now()
-        mark = (key, scope, SCOPE_MARK, SCOPE_DELETED, "{}", [], 0, None, None, scope_created, now, 0, None)
-        mine = [f for f in files if f.partition(STREAM_KEY) == key]
-        _delta.replace(txn, mine, [mark], STREAMS_SCHEMA, (STREAM_KEY,))
+        _delta.replace(txn, [f for f in files if f.partition(STREAM_KEY) == key], [mark], STREAMS_SCHEMA,
+                       (STREAM_KEY,))
         return True
 
-    def compare_and_set_stream(self, expected: StreamRecord, new: StreamRecord) -> bool:
-        """Replace the stream row with ``new`` iff it still has ``expected.row_version``.
+    def _unmark_shard(self, path: str, scope: str, scope_created: datetime) -> None:
+        def change(rows: list[dict]):
+            keep = [r for r in rows if as_aware(r["creation_time"]) != scope_created or r["scope"] != scope]
+            return None if len(keep) == len(rows) else self.as_tuples(keep, STREAMS_SCHEMA)
+
+        self.backend.replace_rows(path, STREAMS_SCHEMA, change, f"undo the deletion mark of scope {scope}",
+                                  {STREAM_KEY: stream_key(scope, SCOPE_MARK)}, (STREAM_KEY,))
+
+    def compare_and_set_stream(self, expected: StreamRecord, new: StreamRecord,
+                               segments: Iterable[SegmentRecord] = ()) -> bool:
+        """Replace the stream row with ``new`` iff it still has ``expected.row_version``; its
+        segments take ``segments`` (new ones are added, known ones take the given sealed epoch
+        and size: the same records give the same row).
 
         One commit that reads the row's partition (so a concurrent change of the row makes it
         fail with a conflict) and replaces its file with one holding ``new``."""
-        txn, files, found = self._stream_partition(expected.scope, expected.stream)
-        if found is None or found.row_version != expected.row_version:
+        txn, files, rows = self._catalog_partition(expected.scope, expected.stream)
+        if not rows or rows[0]["row_version"] != expected.row_version:
             return False
-        _delta.replace(txn, files, [self._stream_row(new)], STREAMS_SCHEMA, (STREAM_KEY,))
+        merged = merge_segment_entries(rows[0]["segments"] or [], segments)
+        _delta.replace(txn, files, [self._stream_row(new, merged)], STREAMS_SCHEMA, (STREAM_KEY,))
         return True
 
     def delete_stream_row(self, scope: str, stream: str) -> None:
-        txn, files, found = self._stream_partition(scope, stream)
-        if found is not None:
+        txn, files, rows = self._catalog_partition(scope, stream)
+        if rows:
             _delta.replace(txn, files, [], STREAMS_SCHEMA, (STREAM_KEY,))
 
     # ---- key-value tables ----------------------------------------------------------------------
@@ -293,21 +349,19 @@ class Store(ShardStore):
 
     def key_value_tables(self) -> DataFrame:
         """The catalogue rows of every KVT: ``scope, kvt, configuration, creation_time``."""
-        return (self.backend.read(self.streams_path).where(F.col("stream").startswith(KVT_PREFIX))
+        return (self._catalog_frame().where(F.col("stream").startswith(KVT_PREFIX))
                 .select("scope", F.expr(f"substring(stream, {len(KVT_PREFIX) + 1})").alias("kvt"),
                         "configuration", "creation_time"))
 
     def key_value_table_row(self, scope: str, kvt: str) -> dict | None:
         """The KVT's catalogue row (``configuration`` is JSON with its ``table_id``), or None."""
-        name = KVT_PREFIX + kvt
-        rows = [r for r in self.table_rows(self.streams_path, STREAM_KEY, stream_key(scope, name))
-                if r["scope"] == scope and r["stream"] == name]
+        rows = self._catalog_rows(scope, KVT_PREFIX + kvt)
         return rows[0] if rows else None
 
     def insert_key_value_table(self, scope: str, kvt: str, configuration: str, scope_created: datetime) -> bool:
         """Register the KVT unless it exists (one commit, fenced as ``insert_stream``'s)."""
         name, now = KVT_PREFIX + kvt, utc_now()
-        row = (stream_key(scope, name), scope, name, ACTIVE, configuration, [], 0, None, None, now, now, 0, None)
+        row = (stream_key(scope, name), scope, name, ACTIVE, configuration, [], 0, None, None, now, now, 0, None, [])
         return _delta.retrying(lambda: self._insert_catalog_row(scope, name, row, scope_created),
                                f"create key-value table {scope}/{kvt}")
 
@@ -319,6 +373,8 @@ class Store(ShardStore):
     def delete_key_value_table_row(self, scope: str, kvt: str) -> dict | None:
         """Remove the KVT's catalogue row (one commit); the row removed, or None if absent."""
         def attempt() -> dict | None:
+            if not self._catalog_rows(scope, KVT_PREFIX + kvt):
+                return None
             txn, files, rows = self._catalog_partition(scope, KVT_PREFIX + kvt)
             if rows:
                 _delta.replace(txn, files, [], STREAMS_SCHEMA, (STREAM_KEY,))
@@ -378,25 +434,16 @@ class Store(ShardStore):
                                  partition={MEMBER_KEY: key})
 
     # ---- per-stream tables -------------------------------------------------------------------
-    def create_stream_tables(self, scope: str, stream: str, initial: Sequence[SegmentRecord]) -> None:
-        """Create the segments table holding ``initial`` and the empty events table (idempotent).
-
-        The retention set and subscribers tables are created on first write (``_table``): until
-        then they read as empty."""
-        self.backend.create_table(self.segments_path(scope, stream), SEGMENTS_SCHEMA,
-                            properties=SMALL_TABLE_PROPERTIES, rows=self._segment_rows(initial))
-        self.backend.create_table(self.events_path(scope, stream), EVENTS_SCHEMA,
-                            EVENTS_PARTITIONS, EVENTS_PROPERTIES)
+    def create_stream_tables(self, scope: str, stream: str) -> None:
+        """Create the stream's empty events table (idempotent); its other rows live in the
+        shard tables, created on first write (``_table``)."""
+        self.backend.create_table(self.events_path(scope, stream), EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_PROPERTIES)
 
     def remove_stream_tables(self, scope: str, stream: str) -> bool:
         """Delete the stream's folder (over Spark Connect, with no file system, empty each of its
-        tables instead: VACUUM removes the bytes later, and a stream created again refills them),
-        then its rows in the shard tables."""
+        tables instead: VACUUM removes the bytes later, and a stream created again refills them)."""
         folder = self.stream_dir(scope, stream)
-        removed = self._remove_tables([f"{folder}/{n}" for n in (SEGMENTS_TABLE, EVENTS_TABLE, TRANSIENT_TABLE)],
-                                      folder=folder)
-        self.delete_shard_rows(scope, stream)
-        return removed
+        return self._remove_tables([f"{folder}/{n}" for n in (EVENTS_TABLE, TRANSIENT_TABLE)], folder=folder)
 
     # ---- removed tables ------------------------------------------------------------------------
     @property
@@ -433,44 +480,47 @@ class Store(ShardStore):
                                                     for r in rows if r["path"] not in gone],
                                       "forget removed tables")
 
-    # ---- segments ----------------------------------------------------------------------------
+    # ---- segments: part of the stream's row ------------------------------------------------------
     def segments(self, scope: str, stream: str) -> DataFrame:
-        return self.backend.read(self.segments_path(scope, stream))
+        """The stream's segments (``SEGMENTS_SCHEMA``'s columns), from its row."""
+        return (self.stream_rows(scope, stream).select(F.explode("segments").alias("s")).select("s.*")
+                .orderBy("segment_id"))
 
     def segment_records(self, scope: str, stream: str) -> list[SegmentRecord]:
-        return self._segment_records_of(self.table_rows(self.segments_path(scope, stream)))
+        """The stream's segment records ([] if it does not exist)."""
+        return self.stream_record_and_segments(scope, stream)[1]
 
-    @staticmethod
-    def _segment_records_of(rows: Iterable[dict]) -> list[SegmentRecord]:
-        return sorted((SegmentRecord(r["segment_id"], r["key_start"], r["key_end"],
-                                     from_spark_time(r["creation_time"]), r["sealed_epoch"], r["sealed_size"])
-                       for r in rows), key=lambda s: s.segment_id)
+    def segment_rows(self, scope: str, stream: str) -> list[dict]:
+        """The stream's segments as stored (``SEGMENTS_SCHEMA`` dicts by segment id)."""
+        rows = self._catalog_rows(scope, stream)
+        return [entry_dict(e) for e in rows[0]["segments"] or []] if rows else []
 
-    @staticmethod
-    def _segment_rows(records: Iterable[SegmentRecord]) -> list[tuple]:
-        return [(r.segment_id, r.segment_number, r.creation_epoch, float(r.key_start),
-                 float(r.key_end), r.creation_time or utc_now(), r.sealed_epoch, r.sealed_size)
-                for r in records]
 
-    def merge_segments(self, scope: str, stream: str, records: Iterable[SegmentRecord]) -> None:
-        """Upsert segment rows (idempotent: the same records give the same table).
+def entry_dict(entry) -> dict:
+    """A stored segment (a dict, or a collected Row) as a dict, its time aware UTC."""
+    found = dict(entry.asDict() if hasattr(entry, "asDict") else entry)
+    return {**found, "creation_time": from_spark_time(found["creation_time"])}
 
-        One commit that reads the whole (small) table and replaces it with one file: new segments
-        are added, known ones take the given ``sealed_epoch`` and ``sealed_size``."""
-        new = {row[0]: row for row in self._segment_rows(records)}
-        if not new:
-            return
-        path = self.segments_path(scope, stream)
 
-        def attempt() -> None:
-            txn = self.backend.transaction(path)
-            files = txn.read_whole_table()
-            rows = {r["segment_id"]: tuple(r[c] for c in SEGMENTS_SCHEMA.fieldNames()) for r in txn.rows(files)}
-            merged = dict(rows)
-            for sid, row in new.items():
-                merged[sid] = rows[sid][:6] + row[6:] if sid in rows else row
-            if merged == rows:
-                return
-            _delta.replace(txn, files, [merged[sid] for sid in sorted(merged)], SEGMENTS_SCHEMA)
+def segment_records_of(entries: Iterable) -> list[SegmentRecord]:
+    """A stream row's stored segments as records, by segment id."""
+    return sorted((SegmentRecord(e["segment_id"], e["key_start"], e["key_end"], e["creation_time"], e["sealed_epoch"],
+                                 e["sealed_size"]) for e in map(entry_dict, entries)), key=lambda r: r.segment_id)
 
-        _delta.retrying(attempt, f"update segments of {scope}/{stream}")
+
+def segment_entries(records: Iterable[SegmentRecord]) -> list[dict]:
+    """Segment records as a stream row's stored segments (``SEGMENT_ENTRY`` dicts)."""
+    return [{"segment_id": r.segment_id, "segment_number": r.segment_number, "creation_epoch": r.creation_epoch,
+             "key_start": float(r.key_start), "key_end": float(r.key_end), "creation_time": r.creation_time or utc_now(),
+             "sealed_epoch": r.sealed_epoch, "sealed_size": r.sealed_size} for r in records]
+
+
+def merge_segment_entries(stored: Iterable, records: Iterable[SegmentRecord]) -> list[dict]:
+    """``stored`` segments with ``records`` merged in: a new segment is added, a known one takes
+    the record's ``sealed_epoch`` and ``sealed_size`` (the same records give the same list)."""
+    merged = {e["segment_id"]: e for e in map(entry_dict, stored)}
+    for new in segment_entries(records):
+        old = merged.get(new["segment_id"])
+        merged[new["segment_id"]] = new if old is None else {**old, "sealed_epoch": new["sealed_epoch"],
+                                                             "sealed_size": new["sealed_size"]}
+    return [merged[sid] for sid in sorted(merged)]

@@ -40,7 +40,7 @@ def _killed(root, failpoint, op, *extra: str):
 
 @pytest.mark.process
 @pytest.mark.slow
-@pytest.mark.parametrize("failpoint", [soak_only("scale:after_start"), "scale:after_seal", soak_only("scale:after_segments")])
+@pytest.mark.parametrize("failpoint", [soak_only("scale:after_start"), "scale:after_seal"])
 def test_scale_killed_between_commits_is_completed(spark, root, manager, stream2, failpoint):
     _prepare(manager, spark)
     _killed(root, failpoint, "scale")
@@ -152,9 +152,10 @@ def test_append_killed_leaves_all_or_nothing_then_retry(spark, root, manager, st
 
 @pytest.mark.process
 @pytest.mark.slow
-def test_create_killed_after_row_is_finished_by_next_operation(spark, root, manager):
+@pytest.mark.parametrize("failpoint", ["create:after_row", soak_only("create:after_events")])
+def test_create_killed_after_row_is_finished_by_next_operation(spark, root, manager, failpoint):
     manager.create_scope("iot")
-    _killed(root, "create:after_row", "create")
+    _killed(root, failpoint, "create")
     assert manager.controller.store.stream_record("iot", "sensors").state == "CREATING"
     info = manager.stream_info("iot", "sensors")  # any operation finishes the creation
     assert info.state == "ACTIVE" and len(info.tail_stream_cut.positions) == 2
@@ -165,14 +166,19 @@ def test_create_killed_after_row_is_finished_by_next_operation(spark, root, mana
 
 @pytest.mark.process
 @pytest.mark.slow
-def test_delete_killed_after_data_is_finished_by_retry(spark, root, manager, stream2):
+@pytest.mark.parametrize("failpoint", ["delete:after_data", soak_only("delete:after_rows")])
+def test_delete_killed_after_data_is_finished_by_retry(spark, root, manager, stream2, failpoint):
     _prepare(manager, spark)
+    manager.add_subscriber("iot", "sensors", "sub", 1)  # a row in a shard table
     manager.seal_stream("iot", "sensors")
-    _killed(root, "delete:after_data", "delete")
+    _killed(root, failpoint, "delete")
     assert not os.path.exists(os.path.join(root, "iot", "sensors"))
     assert manager.check_stream_exists("iot", "sensors")  # row still there, SEALED
+    store = manager.controller.store
+    assert bool(store.subscriber_rows("iot", "sensors")) == (failpoint == "delete:after_data")
     assert manager.delete_stream("iot", "sensors") is True
     assert not manager.check_stream_exists("iot", "sensors")
+    assert store.subscriber_rows("iot", "sensors") == []
     assert manager.delete_scope("iot")
 
 

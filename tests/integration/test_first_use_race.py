@@ -131,14 +131,14 @@ def test_a_table_location_holding_a_stray_file_is_refused_and_left_alone(spark, 
     # the store's own creation surfaces it the same way: a stray file where a stream's table goes
     manager = ps.StreamManager(spark, str(tmp_path / "store"))
     manager.create_scope("s")
-    segments = tmp_path / "store" / "s" / "t" / "segments"
-    segments.mkdir(parents=True)
-    (segments / "README").write_text("x")
+    events = tmp_path / "store" / "s" / "t" / "events"
+    events.mkdir(parents=True)
+    (events / "README").write_text("x")
     with pytest.raises(ps.TableLocationError, match="README"):
         manager.create_stream("s", "t")
-    assert (segments / "README").read_text() == "x"
+    assert (events / "README").read_text() == "x"
     # once the operator moves it away, the next call finishes the creation (the row was CREATING)
-    (segments / "README").unlink()
+    (events / "README").unlink()
     assert manager.create_stream("s", "t") is False
     assert manager.stream_info("s", "t").state == "ACTIVE"
 

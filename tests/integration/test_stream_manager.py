@@ -13,6 +13,7 @@ import pravega_spark as ps
 from pravega_spark._delta import RetryPolicy
 from pravega_spark.store import segment_store
 from pravega_spark.store.schema import KVT_PREFIX
+from pravega_spark.store.store import stream_key
 from tests.helpers import table_versions
 
 
@@ -76,7 +77,7 @@ def test_update_raising_min_segments_scales_up_through_updating(spark, manager, 
     assert len(open_ranges) == 5 and open_ranges[0][0] == 0.0 and open_ranges[-1][1] == 1.0
     assert all(a[1] == b[0] for a, b in zip(open_ranges[:-1], open_ranges[1:], strict=True))  # they tile [0, 1)
     assert max(hi - lo for lo, hi in open_ranges) <= 0.25  # [0, .5) in 3 parts, [.5, 1) in 2
-    states = _row_states(spark, manager.controller.store.streams_path, stream)
+    states = _row_states(spark, manager.controller.store.catalog_path(stream_key(scope, stream)), stream)
     assert states == ["CREATING", "ACTIVE", "UPDATING", "ACTIVE"], states
     writer.write_events(spark.createDataFrame(rows[15:], "routing_key string, event string"))
     events = manager.read_events(scope, stream).collect()

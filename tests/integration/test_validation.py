@@ -132,8 +132,11 @@ def _beyond_seal(spark, m):
 def _epoch_hole(spark, m):
     """Segment 0 (epoch 0 only, sealed by the split) shrinks from [0, 0.5) to [0, 0.4): epoch 0
     has a hole; its successors still cover its (smaller) range; no cut in use includes it."""
-    DeltaTable.forPath(spark, f"{m.root}/iot/sensors/segments").update(
-        F.col("segment_id") == 0, {"key_end": F.lit(0.4)})
+    key = stream_key("iot", "sensors")
+    shrunk = F.transform("segments", lambda s: F.when(s["segment_id"] == 0, s.withField("key_end", F.lit(0.4)))
+                         .otherwise(s))
+    DeltaTable.forPath(spark, m.controller.store.catalog_path(key)).update(
+        F.col("stream_key") == key, {"segments": shrunk})
 
 
 def _staged_row_made_readable(spark, m):

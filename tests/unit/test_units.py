@@ -160,23 +160,20 @@ def test_conflicts_are_recognised_by_class_or_by_the_jvm_error_naming_them():
     assert not _delta.is_conflict(ValueError("bad input"))
 
 
-# ---- a stream's row and segments read together (one request on Connect) ---------------------------
-def test_segments_read_beside_a_row_are_used_only_when_at_least_as_new_as_it():
-    """``segments_agree``: records read at their own snapshot beside the row are refused when
-    they miss the row's epoch, its sealed sizes, or belong to an earlier stream of the name."""
-    from dataclasses import replace
-
-    from pravega_spark.controller.stream_tasks import segments_agree
+# ---- a stream's segments, kept in its row ----------------------------------------------------------
+def test_segments_merged_into_a_row_add_new_ones_and_seal_known_ones_idempotently():
+    """``merge_segment_entries``: a scale's records add the new segments and give the sealed ones
+    their sealed epoch and size, keeping what else they had; merging them again changes nothing;
+    the stored form round-trips to the same records."""
+    from pravega_spark.store.store import merge_segment_entries, segment_entries, segment_records_of
 
     created = initial_segments(2, T0)
     scaled = apply_transition(created, plan_scale(created, [0], [(0.0, 0.25), (0.25, 0.5)], 1, T1), {0: 100})
-    active0, active1 = record(ACTIVE), replace(record(ACTIVE), current_epoch=1)
-    assert segments_agree(active0, created) and segments_agree(active1, scaled)
-    assert not segments_agree(active1, created)  # the scale's commit is not in them
-    assert not segments_agree(active0, [])  # the creation's neither
-    sealed = replace(active1, state=SEALED)
-    assert not segments_agree(sealed, scaled)  # the seal's sizes are not in them
-    sizes = [replace(r, sealed_size=5) if r.sealed_epoch is None else r for r in scaled]
-    assert segments_agree(sealed, sizes)
-    earlier = initial_segments(2, T0 - timedelta(seconds=1))  # a stream of this name created before
-    assert not segments_agree(active0, earlier)
+    touched = [r for r in scaled if r.segment_id != 1]
+    stored = merge_segment_entries(segment_entries(created), touched)
+    assert segment_records_of(stored) == sorted(scaled, key=lambda r: r.segment_id)
+    assert merge_segment_entries(stored, touched) == stored
+    assert merge_segment_entries(stored, []) == stored
+    assert [e["segment_id"] for e in stored] == sorted(e["segment_id"] for e in stored)
+    first = next(e for e in stored if e["segment_id"] == 0)
+    assert (first["sealed_epoch"], first["sealed_size"], first["creation_time"]) == (1, 100, T0)

@@ -39,7 +39,7 @@ def vacuum(controller: Controller, scope: str | None = None, stream: str | None 
             done.append(path)
     for s, t in names:
         events = store.events_path(s, t)
-        for path in (events, store.transient_path(s, t)):
+        for path in (events,):
             if not backend.is_table(path):
                 continue  # created on first use (transient, watermarks)
             if path == events:
@@ -97,7 +97,8 @@ def staged_age_hours(controller: Controller, scope: str, stream: str) -> float |
               for s in transaction_states(events, now_ms) if s["status"] == "OPEN"]
     transient = store.transient_path(scope, stream)
     if backend.is_table(transient):
-        times += [f.modification_time for f in backend.transaction(transient).files_where(None)]
+        key = stream_key(scope, stream)
+        times += [f.modification_time for f in backend.transaction(transient).files_where(f"stream_key = '{key}'")]
     if not times:
         return None
     return max(0.0, (now_ms - min(times)) / 3_600_000)

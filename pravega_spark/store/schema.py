@@ -9,11 +9,13 @@ Layout of a store (``root``)::
                                       configuration, and its segments), KVT rows and scope
                                       deletion marks, partitioned by stream_key (a hash)
     root/_pravega/s<k>/<kind>         shard k of a kind of per-stream rows (retention_set,
-                                      subscribers, writer_marks, watermarks, autoscale), each
+                                      subscribers, writer_marks, watermarks, autoscale, and
+                                      transient: manifests of large events being written), each
                                       stream's rows in its partition ``stream_key``, in shard
                                       ``shard_of(stream_key)``; created on first use
+    root/_pravega/s<k>/reader_groups  shard k of the reader groups (partitioned by group_key), and
+    root/_pravega/s<k>/reader_group_members  of their members (by group_key, member_key)
     root/<scope>/<stream>/events      the stream's data (partitioned by segment_id)
-    root/<scope>/<stream>/transient   chunks of large events being written (created on first use)
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ SUBSCRIBERS_TABLE = "subscribers"
 TRANSIENT_TABLE = "transient"
 WRITER_MARKS_TABLE = "writer_marks"
 WATERMARKS_TABLE = "watermarks"
-SHARD_KINDS = (RETENTION_SET_TABLE, SUBSCRIBERS_TABLE, WRITER_MARKS_TABLE, WATERMARKS_TABLE, AUTOSCALE_TABLE)
+SHARD_KINDS = (RETENTION_SET_TABLE, SUBSCRIBERS_TABLE, WRITER_MARKS_TABLE, WATERMARKS_TABLE, AUTOSCALE_TABLE,
+               TRANSIENT_TABLE)
 # Tables emptied (not removed) by a deletion on a backend without a file system: their bytes
 # leave storage at the next VACUUM (``admin.maintenance.vacuum`` visits them), which then forgets
 # them once the retention it used covers their removal.
@@ -159,7 +162,8 @@ STREAMS_SCHEMA = StructType([
 ])
 
 # Reader groups (one row per group, its own partition: the compare-and-set fence of its state,
-# Pravega's state synchronizer), partitioned by a hash of the scoped group name like the streams.
+# Pravega's state synchronizer), partitioned by a hash of the scoped group name like the streams,
+# in the shard of that hash (``_pravega/s<k>/reader_groups``).
 READER_GROUP_KEY = "group_key"
 
 READER_GROUPS_SCHEMA = StructType([
@@ -173,7 +177,8 @@ READER_GROUPS_SCHEMA = StructType([
     StructField("update_time", TimestampType(), False),
 ])
 
-# Reader group members (one row per online reader, in a partition of its own): the positions and
+# Reader group members (one row per online reader, in a partition of its own, under its group's in
+# the group's shard: ``_pravega/s<k>/reader_group_members``): the positions and
 # liveness a reader records every refresh interval (issue #31, Pravega's write rule). Readers'
 # refreshes never conflict with each other nor with the group's row, which only ownership changes
 # commit. ``incarnation`` matches the group state's record of the reader's join: a row left by an
@@ -181,6 +186,7 @@ READER_GROUPS_SCHEMA = StructType([
 MEMBER_KEY = "member_key"
 
 READER_GROUP_MEMBERS_SCHEMA = StructType([
+    StructField(READER_GROUP_KEY, StringType(), False),
     StructField(MEMBER_KEY, StringType(), False),
     StructField("scope", StringType(), False),
     StructField("reader_group", StringType(), False),
@@ -238,7 +244,8 @@ EVENTS_VIEW_COLUMNS = ["segment_id", "offset", "next_offset", "record_type", "ro
                        "writer_id", "write_time", "event_offset", "base_offset", "end_offset"]
 
 # The transient area of large events (Pravega's transient segments): one partition per large event
-# being written, one row (and file) per staged chunk. A row is a manifest entry: the chunk itself
+# being written (under its stream's, in its shard: ``_pravega/s<k>/transient``), one row (and file)
+# per staged chunk. A row is a manifest entry: the chunk itself
 # is a data file of the events table, written once (under ``events/transient=<id>/``) and not
 # referenced by the events table until the event's commit adds it there. ``position`` is the
 # chunk's first byte in the event's payload, ``size`` its length, ``file`` its add action (JSON);
@@ -338,6 +345,7 @@ SHARD_SCHEMAS = {
     WRITER_MARKS_TABLE: WRITER_MARKS_SCHEMA,
     WATERMARKS_TABLE: WATERMARKS_SCHEMA,
     AUTOSCALE_TABLE: AUTOSCALE_SCHEMA,
+    TRANSIENT_TABLE: TRANSIENT_SCHEMA,
 }
 
 
@@ -348,7 +356,12 @@ def shard_schema(kind: str) -> StructType:
 
 def shard_partitions(kind: str) -> tuple[str, ...]:
     """The partition columns of ``kind``'s shard tables."""
-    return (STREAM_KEY, WRITER_KEY) if kind == WRITER_MARKS_TABLE else (STREAM_KEY,)
+    return (STREAM_KEY, *{WRITER_MARKS_TABLE: (WRITER_KEY,), TRANSIENT_TABLE: (TRANSIENT_PARTITION,)}.get(kind, ()))
+
+
+# the transient shard tables: manifests by stream and by large event (``writers.large_events``)
+TRANSIENT_TABLE_SCHEMA = shard_schema(TRANSIENT_TABLE)
+TRANSIENT_PARTITIONS = shard_partitions(TRANSIENT_TABLE)
 
 
 READ_COLUMNS = ["scope", "stream", "segment_id", "offset", "event", "routing_key", "writer_id",

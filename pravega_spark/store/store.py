@@ -13,6 +13,7 @@ from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from .. import _delta
 from ..errors import ScopeNotFoundError, StoreFormatError
@@ -47,10 +48,10 @@ from .schema import (
     STREAMS_SCHEMA,
     STREAMS_TABLE,
     SYSTEM_DIR,
-    TRANSIENT_PARTITION,
+    TRANSIENT_PARTITIONS,
     TRANSIENT_PROPERTIES,
-    TRANSIENT_SCHEMA,
     TRANSIENT_TABLE,
+    TRANSIENT_TABLE_SCHEMA,
 )
 from .shard_store import ShardStore, as_aware, stream_key
 
@@ -76,8 +77,7 @@ class Store(ShardStore):
 
     def __init__(self, spark: SparkSession, root: str, shards: int = DEFAULT_SHARDS) -> None:
         super().__init__(spark, root, shards)
-        self._transient_tables: set[str] = set()
-        self._known_catalogs: set[str] = set()  # catalogue shards known to exist
+        self._known_shards: set[str] = set()  # shard tables known to exist
         self.read_cache = StreamReadCache()  # the rows Connect reads start from (``read_cache``)
 
     # ---- paths -------------------------------------------------------------------------------
@@ -85,23 +85,16 @@ class Store(ShardStore):
     def scopes_path(self) -> str:
         return f"{self.root}/{SYSTEM_DIR}/{SCOPES_TABLE}"
 
-    @property
-    def reader_groups_path(self) -> str:
-        return f"{self.root}/{SYSTEM_DIR}/{READER_GROUPS_TABLE}"
-
-    @property
-    def members_path(self) -> str:
-        return f"{self.root}/{SYSTEM_DIR}/{READER_GROUP_MEMBERS_TABLE}"
-
     def transient_path(self, scope: str, stream: str) -> str:
-        return f"{self.stream_dir(scope, stream)}/{TRANSIENT_TABLE}"
+        """The transient shard table holding the stream's large events being written."""
+        return self.shard_path(TRANSIENT_TABLE, stream_key(scope, stream))
 
     def ensure_transient_table(self, scope: str, stream: str) -> str:
-        """The stream's transient table (large events being written), created on first use."""
+        """The stream's transient shard table, created on first use."""
         path = self.transient_path(scope, stream)
-        if path not in self._transient_tables:
-            self.backend.create_table(path, TRANSIENT_SCHEMA, (TRANSIENT_PARTITION,), TRANSIENT_PROPERTIES)
-            self._transient_tables.add(path)
+        if not self._exists(path):
+            self.backend.create_table(path, TRANSIENT_TABLE_SCHEMA, TRANSIENT_PARTITIONS, TRANSIENT_PROPERTIES)
+            self._known_shards.add(path)
         return path
 
     def ensure_system_tables(self) -> None:
@@ -119,9 +112,7 @@ class Store(ShardStore):
                      SHARDS_PROPERTY: str(self._new_shards)}
         if not self.backend.create_table(self.streams_path, STREAMS_SCHEMA, (STREAM_KEY,), formatted):
             self.check_format()
-        for path, schema, parts in ((self.scopes_path, SCOPES_SCHEMA, ()),
-                                    (self.reader_groups_path, READER_GROUPS_SCHEMA, (READER_GROUP_KEY,))):
-            self.backend.create_table(path, schema, parts, SMALL_TABLE_PROPERTIES)
+        self.backend.create_table(self.scopes_path, SCOPES_SCHEMA, (), SMALL_TABLE_PROPERTIES)
 
     def check_format(self) -> int:
         """The store's format (``STORE_FORMAT_PROPERTY`` of its streams table; 1 without one).
@@ -181,19 +172,26 @@ class Store(ShardStore):
         """The catalogue shard holding the rows of ``key`` (a ``stream_key``)."""
         return self.shard_path(CATALOG, key)
 
-    def _catalogs(self) -> list[str]:
-        """The catalogue shards that exist (one that exists once always does: known ones are
-        not looked at again)."""
-        paths = self.shard_paths(CATALOG)
-        self._known_catalogs |= {p for p in paths if p not in self._known_catalogs and self.backend.exists(p)}
-        return [p for p in paths if p in self._known_catalogs]
+    def _exists(self, path: str) -> bool:
+        """Whether a shard table exists (one that did once always does: not looked at again)."""
+        if path not in self._known_shards and self.backend.exists(path):
+            self._known_shards.add(path)
+        return path in self._known_shards
+
+    def _existing(self, kind: str) -> list[str]:
+        """The shard tables of ``kind`` that exist."""
+        return [p for p in self.shard_paths(kind) if self._exists(p)]
+
+    def _union(self, kind: str, schema: StructType) -> DataFrame:
+        """Every row of the shard tables of ``kind`` (all shards), as one DataFrame."""
+        frames = [self.backend.read(p) for p in self._existing(kind)]
+        if not frames:
+            return self.spark.createDataFrame([], schema)
+        return functools.reduce(DataFrame.unionByName, frames)
 
     def _catalog_frame(self) -> DataFrame:
         """Every catalogue row of the store (all shards), as one DataFrame."""
-        frames = [self.backend.read(p) for p in self._catalogs()]
-        if not frames:
-            return self.spark.createDataFrame([], STREAMS_SCHEMA)
-        return functools.reduce(DataFrame.unionByName, frames)
+        return self._union(CATALOG, STREAMS_SCHEMA)
 
     def streams(self) -> DataFrame:
         """The stream rows of every catalogue shard (not the KVTs', nor the scopes' deletion marks)."""
@@ -211,10 +209,8 @@ class Store(ShardStore):
         its shard, read without a Spark job while the shard is small; [] before the shard exists."""
         key = stream_key(scope, name)
         path = self.catalog_path(key)
-        if path not in self._known_catalogs:
-            if not self.backend.exists(path):
-                return []
-            self._known_catalogs.add(path)
+        if not self._exists(path):
+            return []
         return [r for r in self.table_rows(path, STREAM_KEY, key) if r["scope"] == scope and r["stream"] == name]
 
     def stream_record(self, scope: str, stream: str) -> StreamRecord | None:
@@ -260,9 +256,9 @@ class Store(ShardStore):
         internal name) unless its partition holds one: fenced on that partition and on the
         scope's deletion mark in the same shard (see ``insert_stream``)."""
         path = self.catalog_path(stream_key(scope, name))
-        if path not in self._known_catalogs:
+        if not self._exists(path):
             self._table(path, STREAMS_SCHEMA, (STREAM_KEY,))
-            self._known_catalogs.add(path)
+            self._known_shards.add(path)
         txn, files, found = self._catalog_partition(scope, name)
         marks = txn.rows(txn.read_partition({STREAM_KEY: stream_key(scope, SCOPE_MARK)}))
         if any(r["stream"] == SCOPE_MARK and r["scope"] == scope
@@ -284,7 +280,8 @@ class Store(ShardStore):
         mark. Killed midway, marked shards refuse new rows of the scope; the next call finishes
         (or undoes) the marking. A scope seen to hold a row before any mark is placed is left
         untouched."""
-        if any(r["scope"] == scope and r["stream"] != SCOPE_MARK for p in self._catalogs() for r in self.table_rows(p)):
+        if any(r["scope"] == scope and r["stream"] != SCOPE_MARK
+               for p in self._existing(CATALOG) for r in self.table_rows(p)):
             return False  # seen before anything is written
         marked = []
         for path in self.shard_paths(CATALOG):
@@ -298,9 +295,9 @@ class Store(ShardStore):
     def _mark_shard(self, path: str, scope: str, scope_created: datetime) -> bool:
         key = stream_key(scope, SCOPE_MARK)
         mark = (key, scope, SCOPE_MARK, SCOPE_DELETED, "{}", [], 0, None, None, scope_created, utc_now(), 0, None, [])
-        if path not in self._known_catalogs:
+        if not self._exists(path):
             created = self.backend.create_table(path, STREAMS_SCHEMA, (STREAM_KEY,), SMALL_TABLE_PROPERTIES, rows=[mark])
-            self._known_catalogs.add(path)
+            self._known_shards.add(path)
             if created:
                 return True
         txn = self.backend.transaction(path)
@@ -382,14 +379,24 @@ class Store(ShardStore):
 
         return _delta.retrying(attempt, f"delete key-value table {scope}/{kvt}")
 
-    # ---- reader groups -----------------------------------------------------------------------
+    # ---- reader groups: sharded by group key ------------------------------------------------------
     def reader_groups(self) -> DataFrame:
-        return self.backend.read(self.reader_groups_path)
+        """Every reader group's row (all shards)."""
+        return self._union(READER_GROUPS_TABLE, READER_GROUPS_SCHEMA)
+
+    def _group_rows(self, kind: str, scope: str, group: str) -> list[dict]:
+        """The rows of ``kind`` (groups or members) of the group: its partition of its shard (no
+        Spark job while the shard is small); [] before the shard exists."""
+        key = group_key(scope, group)
+        path = self.shard_path(kind, key)
+        if not self._exists(path):
+            return []
+        return [r for r in self.table_rows(path, READER_GROUP_KEY, key)
+                if r["scope"] == scope and r["reader_group"] == group]
 
     def reader_group_row(self, scope: str, group: str) -> dict | None:
-        """The group's row (no Spark job while the table is small), or None."""
-        rows = [r for r in self.table_rows(self.reader_groups_path, READER_GROUP_KEY, group_key(scope, group))
-                if r["scope"] == scope and r["reader_group"] == group]
+        """The group's row (no Spark job while its shard is small), or None."""
+        rows = self._group_rows(READER_GROUPS_TABLE, scope, group)
         return rows[0] if rows else None
 
     def update_reader_group(self, scope: str, group: str, change, what: str) -> bool:
@@ -397,30 +404,30 @@ class Store(ShardStore):
         no change; ``{}``: delete the row). The commit reads the group's partition, so a
         concurrent update of the group makes it conflict and run ``change`` again on the new row
         (Pravega's state synchronizer's conditional update). Returns whether it changed."""
+        key = group_key(scope, group)
+
         def change_rows(rows: list[dict]):
             mine = [r for r in rows if r["scope"] == scope and r["reader_group"] == group]
             others = [r for r in rows if r not in mine]
             new = change(mine[0] if mine else None)
             if new is None:
                 return None
-            kept = [*others, *([{**new, READER_GROUP_KEY: group_key(scope, group)}] if new else [])]
+            kept = [*others, *([{**new, READER_GROUP_KEY: key}] if new else [])]
             return self.as_tuples(kept, READER_GROUPS_SCHEMA)
 
-        return self.rewrite_rows(self.reader_groups_path, READER_GROUPS_SCHEMA, change_rows, what,
-                                 partition={READER_GROUP_KEY: group_key(scope, group)})
+        return self.rewrite_rows(self.shard_path(READER_GROUPS_TABLE, key), READER_GROUPS_SCHEMA, change_rows, what,
+                                 partition={READER_GROUP_KEY: key})
 
     def member_rows(self, scope: str, group: str) -> list[dict]:
-        """The group's member rows (``READER_GROUP_MEMBERS_SCHEMA`` as dicts; no Spark job while
-        the table is small); [] before any reader refreshed."""
-        if not self.backend.exists(self.members_path):
-            return []
-        return [r for r in self.table_rows(self.members_path) if r["scope"] == scope and r["reader_group"] == group]
+        """The group's member rows (``READER_GROUP_MEMBERS_SCHEMA`` as dicts: its partition of
+        its shard, no Spark job while the shard is small); [] before any reader refreshed."""
+        return self._group_rows(READER_GROUP_MEMBERS_TABLE, scope, group)
 
     def update_member(self, scope: str, group: str, reader: str, change, what: str) -> bool:
         """One commit replacing the reader's member row with ``change(row or None)`` (a row dict,
         or None: no change). The commit reads only the reader's own partition, so it never
         conflicts with another reader's refresh or with the group's row."""
-        key = member_key(scope, group, reader)
+        key, mine_key = group_key(scope, group), member_key(scope, group, reader)
 
         def change_rows(rows: list[dict]):
             mine = [r for r in rows if r["scope"] == scope and r["reader_group"] == group and r["reader"] == reader]
@@ -428,10 +435,11 @@ class Store(ShardStore):
             new = change(mine[0] if mine else None)
             if new is None:
                 return None
-            return self.as_tuples([*others, {**new, MEMBER_KEY: key}], READER_GROUP_MEMBERS_SCHEMA)
+            return self.as_tuples([*others, {**new, READER_GROUP_KEY: key, MEMBER_KEY: mine_key}],
+                                  READER_GROUP_MEMBERS_SCHEMA)
 
-        return self.rewrite_rows(self.members_path, READER_GROUP_MEMBERS_SCHEMA, change_rows, what,
-                                 partition={MEMBER_KEY: key})
+        return self.rewrite_rows(self.shard_path(READER_GROUP_MEMBERS_TABLE, key), READER_GROUP_MEMBERS_SCHEMA,
+                                 change_rows, what, partition={READER_GROUP_KEY: key, MEMBER_KEY: mine_key})
 
     # ---- per-stream tables -------------------------------------------------------------------
     def create_stream_tables(self, scope: str, stream: str) -> None:
@@ -443,7 +451,7 @@ class Store(ShardStore):
         """Delete the stream's folder (over Spark Connect, with no file system, empty each of its
         tables instead: VACUUM removes the bytes later, and a stream created again refills them)."""
         folder = self.stream_dir(scope, stream)
-        return self._remove_tables([f"{folder}/{n}" for n in (EVENTS_TABLE, TRANSIENT_TABLE)], folder=folder)
+        return self._remove_tables([f"{folder}/{EVENTS_TABLE}"], folder=folder)
 
     # ---- removed tables ------------------------------------------------------------------------
     @property

@@ -66,11 +66,14 @@ from ..store.schema import (
     MAX_LARGE_EVENT_SIZE,
     RECORD_CHUNK,
     RECORD_CHUNK_END,
+    STREAM_KEY,
     TRANSIENT_PARTITION,
-    TRANSIENT_SCHEMA,
+    TRANSIENT_PARTITIONS,
     TRANSIENT_STATS_COLUMNS,
+    TRANSIENT_TABLE_SCHEMA,
     UNPLACED,
 )
+from ..store.shard_store import stream_key
 from ..stream.stream_cut import StreamCut
 from .appender import WRITER_CONF, Appender, WriteResult
 from .routing import key_position
@@ -304,16 +307,16 @@ class LargeEventWriter(io.RawIOBase):
         [add] = events.write_rows([chunk_row(position, chunk, last, self.routing_key, w.writer_id, self._started)],
                                   EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_STATS_COLUMNS,
                                   folder=f"transient={self.transient_id}")
-        manifest = (self.transient_id, w.writer_id, self.routing_key, self.key_position, position, len(chunk),
-                    add.to_json(), now)
+        manifest = (stream_key(w.scope, w.stream), self.transient_id, w.writer_id, self.routing_key,
+                    self.key_position, position, len(chunk), add.to_json(), now)
 
         def attempt() -> int:  # a blind append: nobody else writes this transient id's partition
             txn = _delta.backend_for(self._session).transaction(path)
-            return txn.commit(txn.write_rows([manifest], TRANSIENT_SCHEMA, (TRANSIENT_PARTITION,),
-                                             TRANSIENT_STATS_COLUMNS), (TRANSIENT_PARTITION,))
+            return txn.commit(txn.write_rows([manifest], TRANSIENT_TABLE_SCHEMA, TRANSIENT_PARTITIONS,
+                                             TRANSIENT_STATS_COLUMNS), TRANSIENT_PARTITIONS)
 
         version = _delta.retrying(attempt, f"stage a chunk of {self!r}")
-        self._chunks[position] = (len(chunk), manifest[6])
+        self._chunks[position] = (len(chunk), manifest[7])
         self._staged.append(position)
         self._staged_bytes += len(chunk)
         log.debug("%r staged %d bytes at position %d (transient version %d)", self, len(chunk), position, version)
@@ -325,12 +328,13 @@ class LargeEventWriter(io.RawIOBase):
         A process stopped between the two leaves a manifest without its chunk, which the idle
         clean-up aborts."""
         w = self._appender
-        manifest = (self.transient_id, w.writer_id, self.routing_key, self.key_position, position, len(chunk), "", now)
+        manifest = (stream_key(w.scope, w.stream), self.transient_id, w.writer_id, self.routing_key, self.key_position,
+                    position, len(chunk), "", now)
         staged = (transient_partition(self.transient_id), position, position, 0, len(chunk),
                   RECORD_CHUNK_END if last else RECORD_CHUNK, self.routing_key, bytes(chunk), w.writer_id,
                   self._started, None)
         backend = _delta.backend_for(self._session)
-        for table, row, schema in ((path, manifest, TRANSIENT_SCHEMA),
+        for table, row, schema in ((path, manifest, TRANSIENT_TABLE_SCHEMA),
                                    (self._store.events_path(w.scope, w.stream), staged, EVENTS_SCHEMA)):
             txn = backend.transaction(table)
             _delta.retrying(lambda t=txn, r=row, sc=schema: t.commit(t.write_rows([r], sc)),
@@ -474,7 +478,7 @@ def remove_transient(session, path: str, events_path: str, transient_ids: list[s
         files = txn.files_where(f"{TRANSIENT_PARTITION} IN ({ids})")
         found[:] = txn.rows(files)
         if files:
-            txn.commit(None, (TRANSIENT_PARTITION,), txn.removals(files, data_change=False))
+            txn.commit(None, TRANSIENT_PARTITIONS, txn.removals(files, data_change=False))
 
     _delta.retrying(attempt, f"remove transient data in {path}")
     chunks = [json.loads(m["file"]) for m in found]
@@ -502,13 +506,14 @@ class TransientCleanup:
     transient: Mapping[str, int] = field(default_factory=dict)
 
 
-def idle_transient_ids(session, path: str, now: datetime, idle_timeout: timedelta) -> dict[str, int]:
-    """Transient ids whose latest staged chunk is older than ``idle_timeout`` at ``now``, with
-    their staged payload bytes (from the manifests' log entries and statistics)."""
+def idle_transient_ids(session, path: str, key: str, now: datetime, idle_timeout: timedelta) -> dict[str, int]:
+    """The stream's (``key``) transient ids whose latest staged chunk is older than
+    ``idle_timeout`` at ``now``, with their staged payload bytes (from the manifests' log
+    entries and statistics)."""
     backend = _delta.backend_for(session)
     cutoff = int(now.timestamp() * 1000) - int(idle_timeout / timedelta(milliseconds=1))
     if not backend.places_files:  # one query over the manifests
-        rows = (backend.read(path).groupBy(TRANSIENT_PARTITION)
+        rows = (backend.read(path).where(F.col(STREAM_KEY) == key).groupBy(TRANSIENT_PARTITION)
                 .agg(F.max("stage_time").alias("latest"), F.sum("size").alias("size")).collect())
         return {r[0]: int(r["size"]) for r in sorted(rows, key=lambda r: r[0])
                 if int(as_utc(r["latest"]).timestamp() * 1000) <= cutoff}
@@ -516,6 +521,8 @@ def idle_transient_ids(session, path: str, now: datetime, idle_timeout: timedelt
     latest: dict[str, int] = {}
     sizes: dict[str, int] = {}
     for f in txn.unfenced_files():  # with statistics (sizes)
+        if f.partition(STREAM_KEY) != key:
+            continue
         tid = f.partition(TRANSIENT_PARTITION)
         latest[tid] = max(latest.get(tid, 0), f.modification_time)
         sizes[tid] = sizes.get(tid, 0) + int(f.max_values.get("size", 0))
@@ -532,7 +539,7 @@ def clean_transient(controller: Controller, scope: str, stream: str, now: dateti
     path = controller.store.transient_path(scope, stream)
     if not controller.store.backend.is_table(path):
         return TransientCleanup()
-    idle = idle_transient_ids(controller.spark, path, now, idle_timeout)
+    idle = idle_transient_ids(controller.spark, path, stream_key(scope, stream), now, idle_timeout)
     if not idle:
         return TransientCleanup()
     decisions = decide(controller, scope, stream, list(idle), STATE_ABORTED)
@@ -568,6 +575,7 @@ def transient_data(controller: Controller, scope: str, stream: str) -> DataFrame
     """``StreamManager.transient_data``: one row per large event being written."""
     controller.stream_record(scope, stream)
     path = controller.store.ensure_transient_table(scope, stream)
-    return (controller.store.backend.read(path).groupBy("transient_id", "writer_id", "routing_key")
+    return (controller.store.backend.read(path).where(F.col(STREAM_KEY) == stream_key(scope, stream))
+            .groupBy("transient_id", "writer_id", "routing_key")
             .agg(F.count(F.lit(1)).alias("chunks"), F.sum("size").alias("bytes"),
                  F.min("stage_time").alias("first_staged"), F.max("stage_time").alias("last_staged")))

@@ -93,7 +93,7 @@ def test_processes_racing_through_the_first_operations_on_empty_stores(spark, tm
         # every table was created once: one commit sets its metadata, none replaced it
         logs = table_logs(root)
         names = {log.parent.name for log in logs}
-        assert {"scopes", "streams", "reader_groups", "segments", "events", "writer_marks", "subscribers",
+        assert {"scopes", "streams", "reader_groups", "events", "writer_marks", "subscribers",
                 "retention_set", "autoscale", "transient", "sink"} <= names, names
         for log in logs:
             assert metadata_commits(log) == 1, log

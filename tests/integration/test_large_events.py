@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 import pravega_spark as ps
 from pravega_spark.readers.large_event_reader import assemble_large_events
 from pravega_spark.store.schema import RECORD_CHUNK, RECORD_CHUNK_END, RECORD_EVENT, RECORD_TRUNCATE
+from pravega_spark.store.store import Store
 from pravega_spark.writers.large_events import chunk_framing, transient_partition
 from tests.helpers import events_rows
 from tests.invariants import check_stream_consistent
@@ -34,8 +35,10 @@ def _write_large(writer, payload: bytes, key: str = "key-0", chunk_size: int = M
 
 
 def _transient_rows(spark, root):
-    path = f"{root}/iot/sensors/transient"
-    return spark.read.format("delta").load(path).count() if os.path.isdir(path) else 0
+    """The stream's manifests in its transient shard table."""
+    store = Store(spark, root)
+    path = store.transient_path("iot", "sensors")
+    return len(store.shard_rows("transient", "iot", "sensors")) if store.backend.exists(path) else 0
 
 
 # ---- pure ---------------------------------------------------------------------------------------

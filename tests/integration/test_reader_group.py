@@ -13,6 +13,8 @@ import pytest
 
 import pravega_spark as ps
 from jobs import reader_groups as reader_groups_job
+from pravega_spark.store.schema import shard_of
+from pravega_spark.store.store import group_key
 from tests.conftest import eventually
 from tests.helpers import table_versions
 from tests.processes import Watched, assert_alive, spawn
@@ -137,7 +139,8 @@ def test_offline_without_a_position_rereads_from_the_last_checkpoint(manager, st
     assert again == 24 and seen <= 24  # r1's share is read again, nothing is lost
     tail = manager.tail_stream_cut("iot", "sensors")
     assert group.get_stream_cuts()[S] != tail and group.unread_bytes() > 0  # lags: r2 has not refreshed yet
-    members = "_pravega/reader_group_members"
+    store = manager.controller.store
+    members = f"_pravega/s{shard_of(group_key('iot', 'g'), store.shards)}/reader_group_members"
     revision, before = group.state().revision, table_versions(manager.spark, root).get(members, -1)
     now = group.now()
     group._clock = lambda: now + 10_000  # the refresh interval has passed
@@ -253,7 +256,7 @@ def _lines(proc) -> list[str]:
 def _group_commits(spark, root: str) -> int:
     """Commits to the group tables (the coordinator's and the members'), creations left out."""
     versions = table_versions(spark, root)
-    return versions.get("_pravega/reader_groups", 0) + versions.get("_pravega/reader_group_members", 0)
+    return sum(v for p, v in versions.items() if p.endswith(("/reader_groups", "/reader_group_members")))
 
 
 def _sink_rows(spark, sink: str) -> list:

@@ -57,6 +57,7 @@ def test_each_streams_rows_are_in_its_shard_only_and_go_with_the_stream(spark, r
         writer = manager.create_event_writer("iot", name, "w1")
         writer.write_events(spark.createDataFrame([("k", b"x")], "routing_key string, event binary"))
         writer.note_time(t0)
+        writer.stream_event(routing_key="big", chunk_size=1024).write(b"x" * 1500)  # a chunk staged, left open
         manager.add_subscriber("iot", name, "sub", 1)
         manager.compute_watermarks("iot", name, now=t0 + timedelta(seconds=1))
         store.add_retention_record("iot", name, RetentionRecord(t0, 1, manager.tail_stream_cut("iot", name)))

@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     print(f"append of {a.events:,} events of ~{a.size} B to 4 segments, root {a.root}", flush=True)
     alternate(("placeholder dirs", old_layout), ("named at commit", lambda _r: named.write_events(rows)),
               rounds=a.rounds, label="named at commit vs placeholder directories", targets=0.95)
-    misplaced = [f for f in spark.read.format("delta").load(f"{a.root}/b/named/events").inputFiles()
+    misplaced = [f for f in spark.read.format("delta").load(f"{a.root}/b/named").inputFiles()
                  if "base_offset=-" in f or "transient=" in f]
     print(f"files of the named stream under a placeholder directory: {len(misplaced)}")
     return 0

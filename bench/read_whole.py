@@ -39,7 +39,7 @@ def aggregate(df, offset=None):
 
 
 def variants(manager: ps.StreamManager) -> dict:
-    path = f"{manager.root}/{SCOPE}/{STREAM}/events"
+    path = f"{manager.root}/{SCOPE}/{STREAM}"
     return {  # raw: the README's plain reading, an event's offset being base_offset + rel_offset
         "raw": lambda: aggregate(manager.spark.read.format("delta").load(path).where(F.col("record_type") == 0),
                                  F.col("base_offset") + F.col("rel_offset")),

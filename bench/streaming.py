@@ -59,7 +59,7 @@ def drain_ours(manager, out: str, plain: bool = False) -> float:
 
 
 def drain_raw(manager, out: str, plain: bool = False) -> float:
-    path = f"{manager.root}/{SCOPE}/{STREAM}/events"
+    path = f"{manager.root}/{SCOPE}/{STREAM}"
     start = time.perf_counter()
     events = (manager.spark.readStream.format("delta").load(path).where(F.col("record_type") == 0)
               .select(F.lit(SCOPE).alias("scope"), F.lit(STREAM).alias("stream"), "segment_id",

@@ -31,4 +31,4 @@ def absolute_events(spark, path: str):
 
 def events_rows(spark, root: str, scope: str, stream: str):
     """Every row of a stream's events table (control records included), absolute offsets."""
-    return absolute_events(spark, f"{root}/{scope}/{stream}/events").collect()
+    return absolute_events(spark, f"{root}/{scope}/{stream}").collect()

@@ -40,7 +40,7 @@ def check_stream_consistent(spark, manager, scope: str, stream: str) -> list:
     truncation = manager.truncation_record(scope, stream)
     head = info.head_stream_cut.positions
     segments = {r.segment_id: r for r in manager.segments(scope, stream).collect()}
-    path = f"{manager.root}/{scope}/{stream}/events"
+    path = f"{manager.root}/{scope}/{stream}"
     rows = absolute_events(spark, path).collect()
     assert not files_outside_their_partition(spark, path)
     undecided = {staging_partition(parse_txn_id(t.txn_id))

@@ -69,7 +69,7 @@ def vacuum_removed_tables(controller: Controller, scope: str | None, stream: str
     done, forget = [], []
     for row in store.removed_tables():
         path = row["path"]
-        if not path.startswith(prefix):
+        if not (path + "/").startswith(prefix):  # the stream's own table, or one under the scope
             continue
         if backend.is_table(path):
             backend.vacuum(path, hours)

@@ -15,7 +15,8 @@ Layout of a store (``root``)::
                                       ``shard_of(stream_key)``; created on first use
     root/_pravega/s<k>/reader_groups  shard k of the reader groups (partitioned by group_key), and
     root/_pravega/s<k>/reader_group_members  of their members (by group_key, member_key)
-    root/<scope>/<stream>/events      the stream's data (partitioned by segment_id)
+    root/<scope>/<stream>             the stream: its events table (partitioned by segment_id,
+                                      base_offset, end_offset), readable with plain SQL
 """
 
 from __future__ import annotations
@@ -54,7 +55,6 @@ STREAMS_TABLE = "streams"
 READER_GROUPS_TABLE = "reader_groups"
 READER_GROUP_MEMBERS_TABLE = "reader_group_members"
 SEGMENTS_TABLE = "segments"
-EVENTS_TABLE = "events"
 RETENTION_SET_TABLE = "retention_set"
 # the kinds of per-stream rows kept in shard tables (``shard_dir``/kind), in this order
 AUTOSCALE_TABLE = "autoscale"

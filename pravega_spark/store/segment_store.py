@@ -27,7 +27,6 @@ from .schema import (
     EVENTS_PARTITIONS,
     EVENTS_SCHEMA,
     EVENTS_STATS_COLUMNS,
-    EVENTS_TABLE,
     RECORD_EVENT,
     RECORD_SEAL,
     RECORD_TRUNCATE,
@@ -90,7 +89,8 @@ class SegmentStore:
         return f"{self.root}/{scope}/{stream}"
 
     def events_path(self, scope: str, stream: str) -> str:
-        return f"{self.stream_dir(scope, stream)}/{EVENTS_TABLE}"
+        """The stream's events table: the stream itself, ``root/<scope>/<stream>``."""
+        return self.stream_dir(scope, stream)
 
     # ---- events ------------------------------------------------------------------------------
     def events(self, scope: str, stream: str, version: int | None = None) -> DataFrame:

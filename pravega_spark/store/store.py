@@ -26,7 +26,6 @@ from .schema import (
     EVENTS_PARTITIONS,
     EVENTS_PROPERTIES,
     EVENTS_SCHEMA,
-    EVENTS_TABLE,
     KVT_PREFIX,
     MEMBER_KEY,
     READER_GROUP_KEY,
@@ -448,10 +447,10 @@ class Store(ShardStore):
         self.backend.create_table(self.events_path(scope, stream), EVENTS_SCHEMA, EVENTS_PARTITIONS, EVENTS_PROPERTIES)
 
     def remove_stream_tables(self, scope: str, stream: str) -> bool:
-        """Delete the stream's folder (over Spark Connect, with no file system, empty each of its
-        tables instead: VACUUM removes the bytes later, and a stream created again refills them)."""
+        """Delete the stream's table, its folder (over Spark Connect, with no file system, empty
+        it instead: VACUUM removes the bytes later, and a stream created again refills it)."""
         folder = self.stream_dir(scope, stream)
-        return self._remove_tables([f"{folder}/{EVENTS_TABLE}"], folder=folder)
+        return self._remove_tables([folder], folder=folder)
 
     # ---- removed tables ------------------------------------------------------------------------
     @property

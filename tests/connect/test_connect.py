@@ -217,7 +217,7 @@ def test_a_transaction_and_a_64_mib_large_event_with_the_client_holding_a_few_ch
     print(f"the client's Python objects peaked at {peak / mib:.1f} MiB writing a 64 MiB event in 4 MiB chunks")
     assert peak < 8 * chunk, f"the client held {peak / mib:.1f} MiB: more than half the event"
     # read back chunk by chunk (assembling 64 MiB in one row needs more than this server's 1 GiB heap)
-    [(sid, offset)] = [(r.segment_id, r.offset) for r in absolute_events(spark, f"{manager.root}/{scope}/big/events")
+    [(sid, offset)] = [(r.segment_id, r.offset) for r in absolute_events(spark, f"{manager.root}/{scope}/big")
                        .where("segment_id >= 0 AND offset = event_offset").select("segment_id", "offset").collect()]
     read = hashlib.sha256()
     with manager.open_event(ps.EventPointer(f"{scope}/big", sid, offset), window_chunks=2) as event:
@@ -279,7 +279,7 @@ def test_the_guarded_append_refuses_in_both_windows(spark, root, manager, tmp_pa
     assert len(event_rows) == 40 and Counter(r.event.decode()[:6] for r in event_rows) == {
         "a:0000": 8, "a:0001": 8, "a:0002": 8, "b:0000": 8, "b:0001": 8}
     check_key_order(event_rows)
-    history = spark.sql(f"DESCRIBE HISTORY delta.`{root}/fence/one/events`").collect()
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{root}/fence/one`").collect()
     writes = [h for h in history if h["operation"] == "WRITE" and not h["isBlindAppend"]]
     assert len(writes) >= 5 and not [h for h in history if h["operation"] == "MERGE"]
     assert all(int(h["operationMetrics"].get("numRemovedFiles", "0") or 0) == 0 for h in writes)

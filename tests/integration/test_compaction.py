@@ -43,7 +43,7 @@ def test_compaction_keeps_every_offset_and_event(spark, root, manager, stream2, 
             "iot", "sensors", start, end).collect())
 
     before, between = read(), read(cuts[4], cuts[9])
-    path = f"{root}/iot/sensors/events"
+    path = f"{root}/iot/sensors"
     files_before = spark.read.format("delta").load(path).select(F.input_file_name()).distinct().count()
     result = manager.compact("iot", "sensors", target_file_size=1 << 20)
     assert result.runs >= 2 and result.files_removed > result.files_added
@@ -76,7 +76,7 @@ def test_the_readmes_plain_sql_reads_what_read_events_reads(spark, root, manager
     txn.flush()  # its manifest row is in the table too, and must stay invisible
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     sql = re.findall(r"```sql\n(.*?)```", readme, re.S)[0]
-    sql = sql.replace("/lake/pravega/iot/sensors/events", f"{root}/iot/sensors/events")
+    sql = sql.replace("/lake/pravega/iot/sensors", f"{root}/iot/sensors")
     plain = [(r.segment_id, r.offset, r.routing_key, bytes(r.event)) for r in spark.sql(sql).collect()]
     ours = [(r.segment_id, r.offset, r.routing_key, bytes(r.event)) for r in manager.read_events("iot", "sensors")
             .orderBy("segment_id", "offset").collect()]

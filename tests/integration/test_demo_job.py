@@ -29,7 +29,7 @@ def test_demo_pipeline_main_with_default_arguments_then_the_validation_job(spark
     assert "events ingested: 24000, read back: 24000, per-device order violations: 0" in out
     assert "epoch 1" in out and "RESULT: OK" in out
     assert "invariants: StreamValidation(demo/telemetry, success=True" in out
-    events = tmp_path / "store" / "demo" / "demo" / "telemetry" / "events"
+    events = tmp_path / "store" / "demo" / "demo" / "telemetry"
     assert (events / "_delta_log").is_dir()
 
     # the validation job on the demo's store, as an operator runs it (relative paths)

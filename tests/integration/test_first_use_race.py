@@ -93,7 +93,7 @@ def test_processes_racing_through_the_first_operations_on_empty_stores(spark, tm
         # every table was created once: one commit sets its metadata, none replaced it
         logs = table_logs(root)
         names = {log.parent.name for log in logs}
-        assert {"scopes", "streams", "reader_groups", "events", "writer_marks", "subscribers",
+        assert {"scopes", "streams", "reader_groups", "s", "writer_marks", "subscribers",
                 "retention_set", "autoscale", "transient", "sink"} <= names, names
         for log in logs:
             assert metadata_commits(log) == 1, log
@@ -131,7 +131,7 @@ def test_a_table_location_holding_a_stray_file_is_refused_and_left_alone(spark, 
     # the store's own creation surfaces it the same way: a stray file where a stream's table goes
     manager = ps.StreamManager(spark, str(tmp_path / "store"))
     manager.create_scope("s")
-    events = tmp_path / "store" / "s" / "t" / "events"
+    events = tmp_path / "store" / "s" / "t"  # the stream's table
     events.mkdir(parents=True)
     (events / "README").write_text("x")
     with pytest.raises(ps.TableLocationError, match="README"):

@@ -99,7 +99,7 @@ def _spark_sql(spark, path: str) -> tuple[set, set]:
 def test_other_engines_read_the_offsets_that_read_events_reads(spark, root, manager, stream2, delta_backend):
     _write_everything(spark, manager)
     expected = _expected(manager)
-    path = os.path.join(root, "iot", "sensors", "events")
+    path = os.path.join(root, "iot", "sensors")
     assert _spark_sql(spark, path) == expected
     assert _delta_rs(path) == expected
     assert _polars(path) == expected
@@ -107,7 +107,7 @@ def test_other_engines_read_the_offsets_that_read_events_reads(spark, root, mana
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     example = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "QueryBuilder" in b)
     namespace: dict = {}
-    exec(compile(textwrap.dedent(example).replace("/lake/pravega/iot/sensors/events", path), "README.md", "exec"),
+    exec(compile(textwrap.dedent(example).replace("/lake/pravega/iot/sensors", path), "README.md", "exec"),
          namespace)  # noqa: S102
     offsets = {(s, o) for s, o, _ in expected[0]}
     assert {(r["segment_id"], r["offset"]) for r in pa.table(namespace["table"]).to_pylist()} == offsets
@@ -128,7 +128,7 @@ def test_a_store_written_before_its_files_were_named_by_their_place_is_read_and_
                                                       "routing_key string, event string"))
     rows = manager.read_events("iot", "sensors").collect()
     expected = {(r.segment_id, r.offset, bytes(r.event)) for r in rows}
-    path = os.path.join(root, "iot", "sensors", "events")
+    path = os.path.join(root, "iot", "sensors")
     assert _spark_sql(spark, path)[0] == expected
     assert _polars(path)[0] != expected  # the old layout misleads Polars
     assert files_outside_their_partition(spark, path)

@@ -154,7 +154,7 @@ def test_chunks_are_written_once_and_committed_as_one_event(spark, root, manager
     assert [bytes(r.event) for r in manager.read_events("iot", "sensors").collect()] == [payload]
     assert _transient_rows(spark, root) == 0
     chunks_at = (spark.read.format("delta").option("versionAsOf", result.version)
-                 .load(f"{root}/iot/sensors/events").where("segment_id >= 0").count())
+                 .load(f"{root}/iot/sensors").where("segment_id >= 0").count())
     assert chunks_at == 3  # the commit's version (over Connect: found when asked)
     if delta_backend == "sql":  # the staged rows were copied by the commit, then deleted
         assert not [r for r in events_rows(spark, root, "iot", "sensors") if r.record_type in (RECORD_CHUNK, RECORD_CHUNK_END)
@@ -163,12 +163,12 @@ def test_chunks_are_written_once_and_committed_as_one_event(spark, root, manager
     # written once: the commit adds the staged chunk files themselves, named under the directories
     # of their places (a hard link; the staged names are gone), and the bytes on storage under the
     # events table are about the payload's size (not twice it)
-    with open(f"{root}/iot/sensors/events/_delta_log/{result.version:020d}.json") as f:
+    with open(f"{root}/iot/sensors/_delta_log/{result.version:020d}.json") as f:
         adds = [json.loads(line)["add"] for line in f if '"add"' in line]
     assert len(adds) == 3 and all(a["path"].startswith("segment_id={segment_id}/base_offset={base_offset}/end_offset="
                                                        "{end_offset}/".format(**a["partitionValues"])) for a in adds)
-    assert not os.listdir(f"{root}/iot/sensors/events/transient={event.transient_id}")
-    on_disk = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(f"{root}/iot/sensors/events")
+    assert not os.listdir(f"{root}/iot/sensors/transient={event.transient_id}")
+    on_disk = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(f"{root}/iot/sensors")
                   for n in names if n.endswith(".parquet"))
     assert len(payload) <= on_disk < 1.05 * len(payload)
     assert _transient_rows(spark, root) == 0
@@ -290,8 +290,8 @@ def test_killed_writer_leaves_nothing_visible_and_clean_up_removes_its_bytes(spa
     cleanup = done["iot/sensors"]
     assert cleanup.aborted == (transient_id,) and cleanup.files == 3 and cleanup.bytes >= 3 * MIB
     manager.vacuum("iot", "sensors", retention=timedelta(0))
-    staged_dir = (f"{root}/iot/sensors/events/transient={transient_id}" if delta_backend == "classic"  # its chunks
-                  else f"{root}/iot/sensors/events/segment_id={transient_partition(transient_id)}")
+    staged_dir = (f"{root}/iot/sensors/transient={transient_id}" if delta_backend == "classic"  # its chunks
+                  else f"{root}/iot/sensors/segment_id={transient_partition(transient_id)}")
     assert not os.path.isdir(staged_dir) or not [f for f in os.listdir(staged_dir) if f.endswith(".parquet")]
     check_stream_consistent(spark, manager, "iot", "sensors")
 

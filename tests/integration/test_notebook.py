@@ -25,4 +25,4 @@ def test_the_quickstart_notebook_runs_as_a_script(spark, tmp_path, monkeypatch, 
     out = capsys.readouterr().out
     assert "QUICKSTART OK" in out
     assert "events before the commit: 70 after: 72" in out
-    assert (tmp_path / "store" / "quickstart" / "sensors" / "events" / "_delta_log").is_dir()
+    assert (tmp_path / "store" / "quickstart" / "sensors" / "_delta_log").is_dir()

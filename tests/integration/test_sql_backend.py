@@ -84,7 +84,7 @@ def test_truncation_deletes_below_the_cut_and_appends_go_on(spark, manager, stre
     assert manager.head_stream_cut(scope, stream) == cut
     left = [r.event.decode() for r in manager.read_events(scope, stream).collect()]
     assert sorted(left) == sorted(f"t:0001:{i:06d}" for i in range(20))
-    stored = spark.read.format("delta").load(f"{manager.root}/{scope}/{stream}/events").where("record_type = 0")
+    stored = spark.read.format("delta").load(f"{manager.root}/{scope}/{stream}").where("record_type = 0")
     assert stored.count() == 20  # the truncated events are gone from the table, not just hidden
     writer.write_events(events_df(spark, [("k0", "t:0002:000000")]))
     assert len(check_stream_consistent(spark, manager, scope, stream)) == 21
@@ -130,7 +130,7 @@ def test_a_vacuum_of_a_short_retention_removes_deleted_bytes_and_keeps_the_table
     cut = writer.write_events(events_df(spark, [("k0", payload)] * 5)).tail_stream_cut
     writer.write_events(events_df(spark, [("k0", "kept")]))
     assert manager.truncate_stream(scope, stream, cut)
-    events = f"{manager.root}/{scope}/{stream}/events"
+    events = f"{manager.root}/{scope}/{stream}"
 
     def files_holding(text: str) -> list[str]:
         import pyarrow.parquet as pq

@@ -170,7 +170,7 @@ def test_relative_root_is_qualified_once(spark, tmp_path, monkeypatch):
     writer = manager.create_event_writer("iot", "sensors")
     writer.write_event(b"x", routing_key="k")
     assert [r.event for r in manager.read_events("iot", "sensors").collect()] == [b"x"]
-    assert (tmp_path / "lake" / "iot" / "sensors" / "events" / "_delta_log").is_dir()
+    assert (tmp_path / "lake" / "iot" / "sensors" / "_delta_log").is_dir()
     assert ps.StreamManager(spark, str(tmp_path / "lake")).check_stream_exists("iot", "sensors")
 
 

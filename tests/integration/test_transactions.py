@@ -50,7 +50,7 @@ def _staged_files(spark, root) -> dict[str, int]:
 
 
 def _commit_actions(root, version: int) -> list[dict]:
-    with open(local_copy_path(f"{root}/iot/sensors/events/_delta_log/{version:020d}.json")) as f:
+    with open(local_copy_path(f"{root}/iot/sensors/_delta_log/{version:020d}.json")) as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
@@ -102,7 +102,7 @@ def test_commit_is_atomic_contiguous_and_ordered_like_pravega(spark, root, manag
     staged = _staged_files(spark, root) if classic else {}
     assert sum(staged.values()) == (30 if classic else 0)
     txn.write_event("tx:0001:000000", routing_key="key-1")  # a second write (buffered) comes after the first
-    events_dir = Path(local_copy_path(f"{root}/iot/sensors/events"))
+    events_dir = Path(local_copy_path(f"{root}/iot/sensors"))
     written = {str(p.relative_to(events_dir)) for p in events_dir.rglob("*.parquet")}
     plain.write_events(_rows(spark, "plain", 1, 8))  # before the commit: before the txn's events
     assert not any(p.startswith("tx:") for p in _visible(manager))  # staged events are invisible
@@ -112,7 +112,7 @@ def test_commit_is_atomic_contiguous_and_ordered_like_pravega(spark, root, manag
     result = txn.commit()
     assert result.event_count == 31 and isinstance(result.version, int)  # over Connect: found when asked
     def events_at(version):
-        return (spark.read.format("delta").option("versionAsOf", version).load(f"{root}/iot/sensors/events")
+        return (spark.read.format("delta").option("versionAsOf", version).load(f"{root}/iot/sensors")
                 .where("record_type = 0 AND segment_id >= 0").count())
 
     assert events_at(result.version) == events_at(result.version - 1) + 31  # the version of the commit
@@ -323,10 +323,10 @@ def test_vacuum_keeps_an_open_transactions_staged_files(spark, root, manager, st
     txn.flush()
     staged = _staged_files(spark, root)
     txn.write_events(_rows(spark, "tx", 1, 5))  # buffered: no manifest lists it
-    events_dir = Path(f"{root}/iot/sensors/events")
+    events_dir = Path(f"{root}/iot/sensors")
     written = {p for p in events_dir.rglob("*.parquet") if "segment_id=-" not in str(p)}
     manager.vacuum("iot", "sensors", retention=timedelta(0))
-    assert all(os.path.exists(f"{root}/iot/sensors/events/{p}") for p in staged)
+    assert all(os.path.exists(f"{root}/iot/sensors/{p}") for p in staged)
     assert all(p.exists() for p in written)
     assert txn.commit().event_count == 15
     assert sorted(_visible(manager)) == sorted([f"tx:0000:{i:06d}" for i in range(10)]

@@ -93,7 +93,7 @@ def test_every_expectation_holds_on_a_stream_that_went_through_everything(spark,
 
 
 def _events_path(m: ps.StreamManager) -> str:
-    return f"{m.root}/iot/sensors/events"
+    return f"{m.root}/iot/sensors"
 
 
 def _segment_rows(spark, m, segment_id: int):
@@ -225,7 +225,7 @@ def test_every_commit_that_adds_events_is_a_pure_append(rich):
     import json
 
     commits = 0
-    logs = sorted(glob.glob(f"{rich.root.removeprefix('file:')}/iot/sensors/events/_delta_log/*.json"))
+    logs = sorted(glob.glob(f"{rich.root.removeprefix('file:')}/iot/sensors/_delta_log/*.json"))
     assert logs
     for path in logs:
         with open(path) as f:

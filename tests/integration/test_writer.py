@@ -41,7 +41,7 @@ def test_write_events_routes_frames_and_reports(manager, spark, root, stream2, d
     assert result.byte_count == payload_bytes + 50 * HEADER_SIZE
     assert sum(result.tail_stream_cut.positions.values()) == result.byte_count
     # the commit's version on both backends (over Connect found on first access): time travel to it
-    events_path = f"{root}/{scope}/{stream}/events"
+    events_path = f"{root}/{scope}/{stream}"
     at = spark.read.format("delta").option("versionAsOf", int(result.version)).load(events_path)
     before = spark.read.format("delta").option("versionAsOf", int(result.version) - 1).load(events_path)
     assert at.where("record_type = 0").count() == 50 and before.where("record_type = 0").count() == 0

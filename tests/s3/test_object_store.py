@@ -207,10 +207,10 @@ def test_a_commit_whose_response_was_lost_and_whose_put_was_sent_again_is_commit
         manager = ps.StreamManager(spark, root)
         events = manager._store.events_path("iot", "sensors")
         before = _delta.backend_for(spark).version(events)
-        proxy.arm(rf"/{bucket}/store/iot/sensors/events/_delta_log/\d{{20}}\.json$")
+        proxy.arm(rf"/{bucket}/store/iot/sensors/_delta_log/\d{{20}}\.json$")
         result = manager.create_event_writer("iot", "sensors", "w").write_events(spark.createDataFrame(
             [(f"k{i % 4}", f"e{i}") for i in range(40)], "routing_key string, event string"))
-        commit = f"/{bucket}/store/iot/sensors/events/_delta_log/{before + 1:020d}.json"
+        commit = f"/{bucket}/store/iot/sensors/_delta_log/{before + 1:020d}.json"
         attempts = [(p.status, p.dropped) for p in proxy.puts if p.path == commit]
         assert attempts == [(200, True), (412, False)], proxy.puts  # stored, answer lost, sent again
         assert manager.read_events("iot", "sensors").count() == 40

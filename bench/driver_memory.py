@@ -30,6 +30,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -94,6 +95,12 @@ def operation_loads(spark, manager, rows) -> dict[str, list[str]]:
     writer = manager.create_event_writer("mem", "ops")
     writer.write_events(rows)
     cut = manager.tail_stream_cut("mem", "ops")
+    # a stream whose retention pass has nothing to do: a record made a minute ago, a day's policy
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    manager.create_stream("mem", "kept", ps.StreamConfiguration(
+        scaling_policy=ps.ScalingPolicy.fixed(2), retention_policy=ps.RetentionPolicy.by_time(timedelta(days=1))))
+    manager.create_event_writer("mem", "kept").write_events(rows)
+    manager.run_retention("mem", "kept", now=now)
     operations = {
         "write_events": lambda: writer.write_events(rows),
         "read_events (whole)": lambda: manager.read_events("mem", "ops").count(),
@@ -102,6 +109,7 @@ def operation_loads(spark, manager, rows) -> dict[str, list[str]]:
         "stream_info": lambda: manager.stream_info("mem", "ops"),
         "scale_stream": lambda: manager.scale_stream("mem", "ops", [0], [(0.0, 0.25), (0.25, 0.5)]),
         "truncate_stream": lambda: manager.truncate_stream("mem", "ops", cut),
+        "run_retention (a store's pass, nothing due)": lambda: manager.run_retention(now=now + timedelta(minutes=1)),
     }
     root = manager.root.rstrip("/")
     loads = {}

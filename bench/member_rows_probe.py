@@ -56,7 +56,7 @@ def worker(root: str, member: str, commits: int, start_at: float) -> dict:
     attempts = Attempts()
     logging.getLogger("pravega_spark").addHandler(attempts)
     logging.getLogger("pravega_spark").setLevel(logging.DEBUG)
-    store.rewrite_rows(path, SCHEMA, lambda rows: [(member, 0, 0)], "warm-up", partition=("member", member))
+    store.rewrite_rows(path, SCHEMA, lambda rows: [(member, 0, 0)], "warm-up", partition={"member": member})
     time.sleep(max(0.0, start_at - time.time()))
     attempts.conflicts = 0
     took = []
@@ -64,7 +64,7 @@ def worker(root: str, member: str, commits: int, start_at: float) -> dict:
     for i in range(1, commits + 1):
         t = time.perf_counter()
         store.rewrite_rows(path, SCHEMA, lambda rows, i=i: [(member, i, int(time.time() * 1000))],
-                           f"refresh {member}", partition=("member", member))
+                           f"refresh {member}", partition={"member": member})
         took.append(time.perf_counter() - t)
     elapsed = time.perf_counter() - began
     spark.stop()

@@ -51,14 +51,14 @@ def child(table: str, key: str, ops: int, barrier: str) -> None:
         version = max((r["row_version"] for r in rows), default=0)
         return [(key, version + 1, "x" * 2000)]  # a stream row's size, about
 
-    backend.replace_rows(table, SCHEMA, bump, "probe", partition=("stream_key", key))  # warm, and the partition
+    backend.replace_rows(table, SCHEMA, bump, "probe", partition={"stream_key": key})  # warm, and the partition
     print("READY", flush=True)
     while not os.path.exists(barrier):
         time.sleep(0.02)
     before = _delta.retries()
     started = time.perf_counter()
     for _ in range(ops):
-        backend.replace_rows(table, SCHEMA, bump, "probe", partition=("stream_key", key))
+        backend.replace_rows(table, SCHEMA, bump, "probe", partition={"stream_key": key})
     print(json.dumps({"seconds": time.perf_counter() - started, "retries": _delta.retries() - before}), flush=True)
 
 

@@ -81,10 +81,12 @@ def literal(value) -> str:
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 def missing_table(exc: BaseException) -> bool:
+    """Whether ``exc`` says there is no table at the path (a folder inside another table, which
+    Delta reads as a partition path of that one, is no table either)."""
     text = str(exc)
     return any(mark in text for mark in ("DELTA_MISSING_DELTA_TABLE", "PATH_NOT_FOUND", "is not a Delta table",
                                          "DELTA_TABLE_NOT_FOUND", "DELTA_PATH_DOES_NOT_EXIST",
-                                         "TABLE_OR_VIEW_NOT_FOUND", "doesn't exist"))
+                                         "TABLE_OR_VIEW_NOT_FOUND", "doesn't exist", "DELTA_INVALID_PARTITION_PATH"))
 
 # ---- paths and tables ---------------------------------------------------------------------------
 def qualify(spark: SparkSession, path: str) -> str:

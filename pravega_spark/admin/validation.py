@@ -48,9 +48,12 @@ from ..store.schema import (
     RECORD_STAGED,
     RECORD_TRUNCATE,
     RECORD_WRITE_MARK,
+    SHARD_KINDS,
+    STREAM_KEY,
     VIOLATION_PREFIX,
     WATERMARKS_TABLE,
 )
+from ..store.store import CATALOG, stream_key
 from ..stream.cut_algorithms import stream_cut_equal_or_after, validate_stream_cut
 from ..stream.record import SCALING, SEALING, UPDATING, StreamRecord
 from ..stream.segments import SegmentRecord
@@ -67,10 +70,14 @@ from ..writers.transactions import (
 log = logging.getLogger("pravega_spark")
 
 SEGMENTS, EPOCHS, EVENTS, STREAM_CUTS = "segments", "epochs", "events", "stream_cuts"
+PLACEMENT = "placement"
 KV_ENTRIES = "kv_entries"
 METADATA = "metadata"
 # the prepared tables each batch checks
-BATCH_TABLES = {METADATA: (SEGMENTS, EPOCHS, STREAM_CUTS), EVENTS: (EVENTS,), KV_ENTRIES: (KV_ENTRIES,)}
+BATCH_TABLES = {METADATA: (SEGMENTS, EPOCHS, STREAM_CUTS, PLACEMENT), EVENTS: (EVENTS,), KV_ENTRIES: (KV_ENTRIES,)}
+# the tables a format-2 stream kept beside (or as) its events: none may hold a log in format 3
+LEGACY_STREAM_TABLES = ("events", "segments", "retention_set", "subscribers", "writer_marks", "watermarks",
+                        "autoscale", "transient")
 # successors' key ranges are compared by the length they cover: allow float rounding, not a gap
 KEY_TOLERANCE = 1e-12
 
@@ -173,6 +180,17 @@ INVARIANTS: tuple[Invariant, ...] = (
               "OR NOT at_or_after_previous)",
               "watermarks (in emission order) never go back in time or position"),
 
+    # ---- placement (format 3: where the stream's rows and tables are)
+    Invariant("rows_in_their_shard", PLACEMENT,
+              "kind = 'shard_table' AND holds_rows AND NOT expected",
+              "the stream's rows of every kind are only in the shard table of its key"),
+    Invariant("one_stream_row", PLACEMENT,
+              "kind = 'catalog' AND size <> 1",
+              "the stream's catalogue shard holds exactly one row of it"),
+    Invariant("stream_is_one_table", PLACEMENT,
+              "kind = 'stream_table' AND size > 0",
+              "the stream is one Delta table: no table of the format-2 layout under it"),
+
     # ---- key-value tables (``kv_entries``: one row per entry of a KVT's entries table)
     Invariant("kv_one_live_entry_per_key", KV_ENTRIES,
               "same_version_entries > 1",
@@ -217,7 +235,9 @@ METADATA_DDL = (
     "stream_cut string, time timestamp, previous_time timestamp, upper_time timestamp, "
     "previous_upper_time timestamp, size bigint, previous_size bigint, valid boolean, "
     "matches_truncation_record boolean, tail_at_or_after boolean, at_or_after_head boolean, "
-    "at_or_after_previous boolean")
+    "at_or_after_previous boolean, "
+    # placement (size as above: rows of the stream in a catalogue, tables nested in the stream's)
+    "holds_rows boolean, expected boolean")
 METADATA_COLUMNS = [c.strip().split(" ")[0] for c in METADATA_DDL.split(",")]
 
 
@@ -358,7 +378,7 @@ def metadata_table(spark: SparkSession, rows: Iterable[Mapping[str, Any]]) -> Da
     """The small tables as one local DataFrame with their ``violates_*`` columns (evaluated by
     Spark on the driver, then held as a local relation that GX's metric counts without a job)."""
     df = spark.createDataFrame([tuple(r.get(c) for c in METADATA_COLUMNS) for r in rows], METADATA_DDL)
-    flagged = df.transform(with_violations, tables=(SEGMENTS, EPOCHS, STREAM_CUTS))
+    flagged = df.transform(with_violations, tables=(SEGMENTS, EPOCHS, STREAM_CUTS, PLACEMENT))
     return spark.createDataFrame(flagged.collect(), flagged.schema)
 
 
@@ -515,9 +535,33 @@ def prepared_batches(controller: Controller, scope: str, stream: str) -> tuple[d
                       sealed_sizes={r.segment_id: r.sealed_size for r in records if r.sealed_size is not None},
                       undecided_staging=_undecided_staging(controller, scope, stream),
                       workflow_pending=record.state in (SCALING, SEALING, UPDATING))
-    metadata = segment_rows(segments) + epoch_rows(segments, record.current_epoch) + stream_cut_rows(facts)
+    metadata = (segment_rows(segments) + epoch_rows(segments, record.current_epoch) + stream_cut_rows(facts)
+                + placement_rows(store, scope, stream))
     return {METADATA: metadata_table(controller.spark, metadata),
             EVENTS: walk.transform(with_violations, tables=(EVENTS,))}, record.current_epoch + 1
+
+
+def placement_rows(store, scope: str, stream: str) -> list[dict]:
+    """The ``placement`` table: every existing shard table of every kind (whether it holds rows of
+    the stream, and whether it is the one that should), the stream's catalogue rows, and the
+    format-2 tables found under the stream's own. From the shard logs (no data read while a
+    shard is small; one query for them all on the public-API backend)."""
+    key = stream_key(scope, stream)
+    paths = [(kind, path) for kind in (CATALOG, *SHARD_KINDS) for path in store.existing_shards(kind)]
+    found = store.backend.read_rows_together([(path, STREAM_KEY, key) for _, path in paths]) if paths else []
+    if found is None:
+        found = [store.table_rows(path, STREAM_KEY, key) for _, path in paths]
+    rows = []
+    for (kind, path), held in zip(paths, found, strict=True):
+        mine = [r for r in held if r.get(STREAM_KEY) == key]
+        rows.append({"table": PLACEMENT, "kind": "shard_table", "name": path, "holds_rows": bool(mine),
+                     "expected": path == store.shard_path(kind, key)})
+        if kind == CATALOG and path == store.shard_path(kind, key):
+            rows.append({"table": PLACEMENT, "kind": "catalog", "name": path,
+                         "size": sum(r["scope"] == scope and r["stream"] == stream for r in mine)})
+    nested = [n for n in LEGACY_STREAM_TABLES if store.backend.exists(f"{store.stream_dir(scope, stream)}/{n}")]
+    rows.append({"table": PLACEMENT, "kind": "stream_table", "name": ",".join(nested) or "-", "size": len(nested)})
+    return rows
 
 
 def _gx_module():

@@ -118,10 +118,13 @@ def retain_stream(controller: Controller, scope: str, stream: str, now: datetime
     if policy is None or record.state in (SEALING, SEALED):
         return None
     segments = store.segment_records(scope, stream)
-    tail = controller.tail(record, segments)
     retention_set = store.retention_records(scope, stream)
+    # the tail (the stream's own log) only when a record is due or subscribers' cuts need the
+    # segments' lengths: a pass with nothing to do reads the shard tables alone (#68)
+    tail = None
     recorded = None
     if retention.record_due(retention_set, now, frequency):
+        tail = controller.tail(record, segments)
         candidate = retention.new_retention_record(tail, retention_set, segments, now, tail.positions)
         if store.add_retention_record(scope, stream, candidate):
             recorded = candidate
@@ -130,7 +133,9 @@ def retain_stream(controller: Controller, scope: str, stream: str, now: datetime
     if store.has_subscriber_cuts(scope, stream):
         lower_bound = lower_bound_cut(store.subscriber_cuts(scope, stream), segments=store.segments(scope, stream),
                                       stream=record.scoped_name)
-    cut = retention.truncation_point(policy, retention_set, lower_bound, now, segments, tail.positions)
+        tail = tail or controller.tail(record, segments)
+    cut = retention.truncation_point(policy, retention_set, lower_bound, now, segments,
+                                     tail.positions if tail is not None else None)
     outcome = RetentionOutcome(scope, stream, recorded, lower_bound)
     if cut is None or not cut.positions:
         return outcome

@@ -177,13 +177,13 @@ class Store(ShardStore):
             self._known_shards.add(path)
         return path in self._known_shards
 
-    def _existing(self, kind: str) -> list[str]:
+    def existing_shards(self, kind: str) -> list[str]:
         """The shard tables of ``kind`` that exist."""
         return [p for p in self.shard_paths(kind) if self._exists(p)]
 
     def _union(self, kind: str, schema: StructType) -> DataFrame:
         """Every row of the shard tables of ``kind`` (all shards), as one DataFrame."""
-        frames = [self.backend.read(p) for p in self._existing(kind)]
+        frames = [self.backend.read(p) for p in self.existing_shards(kind)]
         if not frames:
             return self.spark.createDataFrame([], schema)
         return functools.reduce(DataFrame.unionByName, frames)
@@ -280,7 +280,7 @@ class Store(ShardStore):
         (or undoes) the marking. A scope seen to hold a row before any mark is placed is left
         untouched."""
         if any(r["scope"] == scope and r["stream"] != SCOPE_MARK
-               for p in self._existing(CATALOG) for r in self.table_rows(p)):
+               for p in self.existing_shards(CATALOG) for r in self.table_rows(p)):
             return False  # seen before anything is written
         marked = []
         for path in self.shard_paths(CATALOG):

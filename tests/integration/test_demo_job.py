@@ -35,7 +35,7 @@ def test_demo_pipeline_main_with_default_arguments_then_the_validation_job(spark
     # the validation job on the demo's store, as an operator runs it (relative paths)
     assert validate_job.main(["--root", "store/demo", "--docs", "docs"]) == 0
     out = capsys.readouterr().out
-    assert "[1/1] demo/telemetry: OK: 20 expectations" in out and "validate: 1 streams, 0 key-value tables, 0 with violations" in out
+    assert "[1/1] demo/telemetry: OK: 23 expectations" in out and "validate: 1 streams, 0 key-value tables, 0 with violations" in out
     assert (tmp_path / "docs" / "demo" / "telemetry" / "index.html").is_file()
 
     # the compaction job merges the demo's small files; every offset stays where it was

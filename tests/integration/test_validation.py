@@ -84,9 +84,10 @@ def test_every_expectation_holds_on_a_stream_that_went_through_everything(spark,
     assert counts["chunk"] == 3 and 1 <= counts["staged"] <= 3 and counts["seal"] == 1 and counts["truncate"] >= 1
     assert counts["subscriber"] == 1 and counts["retention_record"] == 2 and counts["watermark"] == 2
     assert counts["epochs"] == 2 and counts["segment"] == 4 and counts["epoch_member"] == 5
-    assert repr(result).startswith("StreamValidation(iot/sensors, success=True, 20 expectations")
+    assert counts["catalog"] == 1 and counts["stream_table"] == 1 and counts["shard_table"] >= 3  # placement
+    assert repr(result).startswith("StreamValidation(iot/sensors, success=True, 23 expectations")
     table = result.to_df(spark)
-    assert table.count() == 20 and table.where("success").count() == 20
+    assert table.count() == 23 and table.where("success").count() == 23
     index = result.to_html(str(tmp_path / "docs"))
     assert index.endswith("index.html") and (tmp_path / "docs" / "index.html").is_file()
     assert list((tmp_path / "docs" / "validations").rglob("*.html"))
@@ -170,6 +171,20 @@ def _subscriber_behind_head(spark, m):
         (F.col("stream_key") == key) & (F.col("subscriber") == "rg"), {"stream_cut": behind})
 
 
+def _row_in_a_second_shard(spark, m):
+    """A copy of the stream's subscriber row committed into another shard's subscribers table."""
+    store, key = m.controller.store, stream_key("iot", "sensors")
+    home = store.shard_path("subscribers", key)
+    other = next(p for p in store.shard_paths("subscribers") if p != home)
+    (spark.read.format("delta").load(home).where(F.col("stream_key") == key)
+     .write.format("delta").mode("append").partitionBy("stream_key").save(other))
+
+
+def _format2_table_left_in_the_stream(spark, m):
+    """A table of the format-2 layout (a segments table) left under the stream's own."""
+    spark.createDataFrame([(0,)], "segment_id bigint").write.format("delta").save(f"{m.root}/iot/sensors/segments")
+
+
 @pytest.mark.parametrize("corrupt, expectation", [
     (_gap, "offsets_contiguous"),
     (_duplicate, "offsets_unique"),
@@ -179,6 +194,8 @@ def _subscriber_behind_head(spark, m):
     (_orphan_chunks, "large_events_complete"),
     (_seal_record_in_a_data_file, "records_in_their_files"),
     (_subscriber_behind_head, "subscriber_cuts_not_behind_head"),
+    (_row_in_a_second_shard, "rows_in_their_shard"),
+    (_format2_table_left_in_the_stream, "stream_is_one_table"),
 ], ids=lambda v: v if isinstance(v, str) else v.__name__.strip("_"))
 def test_each_corruption_fails_its_own_expectation_and_only_it(spark, rich, corrupt, expectation):
     corrupt(spark, rich)

@@ -50,8 +50,9 @@ def build(root: str) -> dict:
     w.write_events(rows(20, "a"), write_number=1)
     manager.scale_stream("iot", "scaled", [0], [(0.0, 0.25), (0.25, 0.5)])
     w.write_events(rows(20, "b"), write_number=2)
-    open_ids = sorted(s.segment_id for s in manager.segments("iot", "scaled").collect() if s.sealed_epoch is None)
-    manager.scale_stream("iot", "scaled", open_ids[:2], [(0.0, 0.5)])
+    halves = sorted(s.segment_id for s in manager.segments("iot", "scaled").collect()
+                    if s.sealed_epoch is None and s.creation_epoch == 1)
+    manager.scale_stream("iot", "scaled", halves, [(0.0, 0.5)])
     w.write_events(rows(10, "c"), write_number=3)
 
     manager.create_stream("iot", "truncated", fixed2)

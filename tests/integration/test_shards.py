@@ -5,8 +5,10 @@ creation; a deleted stream leaves no row behind."""
 from __future__ import annotations
 
 import os
+import tarfile
 from collections import Counter
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
@@ -87,3 +89,17 @@ def test_each_streams_rows_are_in_its_shard_only_and_go_with_the_stream(spark, r
     before = table_versions(spark, root.removeprefix("file:"))
     assert manager.subscribers("iot", kept).count() == 1 and manager.retention_set("iot", kept).count() == 1
     assert table_versions(spark, root.removeprefix("file:")) == before  # reads commit nothing
+
+
+def test_a_store_written_by_the_format_2_library_is_refused_naming_the_upgrade(spark, tmp_path):
+    """The store the last format-2 commit wrote (``tests/data/make_format2_store.py``): the
+    library refuses it in one line naming the upgrade command, and writes nothing."""
+    with tarfile.open(Path(__file__).resolve().parents[1] / "data" / "format2_store.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    root = str(tmp_path / "format2-store")
+    before = table_versions(spark, root)
+    assert len(before) >= 20  # the scenario's tables, each its own (the format-2 layout)
+    with pytest.raises(ps.StoreFormatError, match=r"has format 2, .* `pravega-spark --root .* upgrade-store`") as caught:
+        ps.StreamManager(spark, root)
+    assert "\n" not in str(caught.value)
+    assert table_versions(spark, root) == before

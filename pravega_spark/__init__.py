@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ._session import spark_session
 from .admin.stream_manager import StreamManager
+from .admin.upgrade import UpgradeReport, upgrade_store
 from .admin.validation import ExpectationResult, StreamValidation
 from .controller.watermarks import TimeWindow, Watermark, WriterMark
 from .errors import (
@@ -107,7 +108,7 @@ __all__ = [
     "InvalidWriterMarkError", "PingFailedError", "TimeWindow", "Transaction", "TransactionalEventStreamWriter",
     "TxnNotFoundError", "TxnStatus", "StoreFormatError", "UnsafeLogStoreError", "Watermark", "WriterMark",
     "EventPointer", "LargeEventFailedError", "LargeEventReader", "LargeEventWriter", "NoSuchEventError",
-    "TransientCleanup", "ExpectationResult", "StreamValidation", "ReaderGroupConfig", "StreamDataRetention", "MaxNumberOfCheckpointsExceededError",
+    "TransientCleanup", "UpgradeReport", "upgrade_store", "ExpectationResult", "StreamValidation", "ReaderGroupConfig", "StreamDataRetention", "MaxNumberOfCheckpointsExceededError",
     "ReaderGroup", "ReaderGroupNotFoundError", "ReaderNotInReaderGroupError", "ReaderGroupSink", "EventStreamReader", "ReadBatch",
     "StreamProgress", "foreach_batch", "idempotent_delta_sink", "AutoscaleOutcome", "WorkflowPendingError",
     "BadKeyVersionError", "InvalidBatchError", "InvalidKeyError", "KeyValueTableNotFoundError", "NoSuchKeyError",

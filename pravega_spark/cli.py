@@ -67,6 +67,10 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("delete", help="seal and delete a stream (needs --yes)")
     s.add_argument("stream", help="SCOPE/STREAM")
     s.add_argument("--yes", action="store_true", help="really delete")
+    s = sub.add_parser("upgrade-store", help="move a format-2 store to format 3 in place (needs --yes; "
+                       "resumable: run it again after an interruption)")
+    s.add_argument("--shards", type=int, default=None, help="the store's shard count (default 16)")
+    s.add_argument("--yes", action="store_true", help="really upgrade")
     s = sub.add_parser("cuts", help="a stream's head and tail cuts (and the cut at a time)")
     s.add_argument("stream", help="SCOPE/STREAM")
     s.add_argument("--at", help="also the cut at this time (ISO 8601)")
@@ -334,6 +338,19 @@ def quiet_session():
         os.close(devnull)
 
 
+def cmd_upgrade_store(spark, args) -> int:
+    import pravega_spark as ps
+
+    if not args.yes:
+        print(f"would upgrade the store at {args.root} to format 3 in place; stop every process using it, "
+              "then run again with --yes")
+        return OK
+    report = ps.upgrade_store(spark, args.root, **({"shards": args.shards} if args.shards else {}),
+                              progress=lambda line: print(line, flush=True))
+    print(repr(report))
+    return OK
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr,
@@ -361,6 +378,8 @@ def main(argv=None) -> int:
         import pravega_spark as ps
 
         spark = ps.spark_session(**SESSION_CONF) if args.verbose else quiet_session()
+        if args.command == "upgrade-store":  # the one command that opens a store of another format
+            return cmd_upgrade_store(spark, args)
         manager = ps.StreamManager(spark, args.root)
         return COMMANDS[args.command](manager, args)
     except (PravegaSparkError, UsageError) as exc:

@@ -491,6 +491,11 @@ def main(argv=None) -> int:
     if a.command == "race":  # opens its stores itself: opening one is a step of the race
         run_race(ps.spark_session(**CONF), a)
         return 0
+    if a.command == "crash" and a.op == "upgrade":  # opens a store of another format: no manager
+        os.environ["PRAVEGA_SPARK_FAILPOINT"] = a.failpoint
+        ps.upgrade_store(ps.spark_session(**CONF), a.root)
+        print("NOT KILLED", flush=True)
+        return 0
     m = ps.StreamManager(ps.spark_session(**CONF), a.root)
     {"append": run_append, "scale": run_scale, "truncate": run_truncate, "crash": run_crash,
      "txn-commit": run_txn_commit, "txn-timeout": run_txn_timeout,

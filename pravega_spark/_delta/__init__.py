@@ -15,6 +15,7 @@ session from ``backend_for``, and its transactions' :class:`TableTransaction`
 - ``session``: session settings, qualified paths, facts about sessions and plans;
 - ``log``: log reads (versions, listed files, summaries, commits' changes);
 - ``storage``: files under tables (rows without a Spark job, writes, deletes, VACUUM);
+- ``relocate``: a table's log written one folder up, its data left in place (the upgrade, #68);
 - ``actions``: plain values to Delta's actions and back, in batches;
 - ``transaction``: a transaction driven directly (the classic backend's fence), table creation;
 - ``rows``: a small table's compare-and-set, shared by both backends;
@@ -47,6 +48,7 @@ from .files import (
 )
 from .local_data import is_connect_session, local_frame
 from .log import summarize_table, table_state
+from .relocate import log_names, relocate_log
 from .retry import CONFLICTS, DEFAULT_RETRY, Retry, RetryPolicy, is_conflict, retries, retrying
 from .rows import replace
 from .session import (
@@ -58,8 +60,9 @@ from .session import (
     streaming_query_sink,
 )
 from .sql_backend import SqlBackend
+from .sql_tables import set_properties
 from .sql_writes import MARKS_SEGMENT, RECORD_WRITE_MARK, SINK_MARK_SCOPE
-from .storage import commit_lock, local_dir, read_rows
+from .storage import commit_lock, local_dir, read_rows, remove_path
 from .transaction import DeltaTransaction
 from .transaction_protocol import TableTransaction
 
@@ -71,5 +74,5 @@ __all__ = [
     "observed_if_done", "parquet_rows_beside", "PartitionSummary", "read_rows", "Removal",
     "removals", "replace", "retries", "Retry", "retrying", "RetryPolicy", "session_key",
     "set_clock", "foreach_batch_here", "streaming_query_id", "streaming_query_sink", "summarize", "summarize_table",
-    "table_state", "TableState", "TableTransaction", "backend_kind",
+    "table_state", "TableState", "TableTransaction", "backend_kind", "log_names", "relocate_log", "remove_path", "set_properties",
 ]

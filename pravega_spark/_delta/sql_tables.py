@@ -53,6 +53,15 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float | None) -> Non
         else:
             spark.sql(f"ALTER TABLE {table(path)} SET TBLPROPERTIES ({literal(RETENTION_PROPERTY)} = {literal(kept)})")
 
+def set_properties(spark: SparkSession, path: str, values: Mapping[str, str], unset: tuple[str, ...] = ()) -> None:
+    """Set (and unset) table properties: one metadata commit each (``ALTER TABLE``)."""
+    if values:
+        pairs = ", ".join(f"{literal(k)} = {literal(v)}" for k, v in values.items())
+        spark.sql(f"ALTER TABLE {table(path)} SET TBLPROPERTIES ({pairs})")
+    if unset:
+        spark.sql(f"ALTER TABLE {table(path)} UNSET TBLPROPERTIES IF EXISTS ({', '.join(map(literal, unset))})")
+
+
 def table_property(spark: SparkSession, path: str, key: str) -> str | None:
     """A table property (``SHOW TBLPROPERTIES``, one command), or None."""
     rows = command_rows(spark.sql(f"SHOW TBLPROPERTIES {table(path)} ({literal(key)})"))

@@ -48,6 +48,8 @@ STORE_FORMAT_PROPERTY = "pravega_spark.store.format"
 # table. A stream's rows of every kind are in the shard of its key, so two streams of different
 # shards never commit to the same log.
 SHARDS_PROPERTY = "pravega_spark.store.shards"
+# set while ``upgrade-store`` moves a store to this format: both libraries refuse the store
+UPGRADE_PROPERTY = "pravega_spark.store.upgrade"
 DEFAULT_SHARDS = 16
 MAX_SHARDS = 256
 SCOPES_TABLE = "scopes"

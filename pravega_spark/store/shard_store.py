@@ -76,6 +76,7 @@ class ShardStore(SegmentStore):
         # metadata read from a table, keyed by what was read; valid while the table's (version,
         # id) is unchanged, which costs a look at its log rather than a Spark job to check
         self._cache: dict[tuple, tuple[tuple[int, str], object]] = {}
+        self._known_shards: set[str] = set()  # shard tables known to exist
 
     def _cached(self, path: str, key: tuple, load):
         """``load(version)`` for the table's latest version, reusing the last result if the table
@@ -119,6 +120,26 @@ class ShardStore(SegmentStore):
         return self._shards
 
     # ---- shard tables: per-stream rows of every stream, by kind ---------------------------------
+    def shard_exists(self, path: str) -> bool:
+        """Whether a shard table exists (one seen once always does: it is not looked up again)."""
+        if path not in self._known_shards and self.backend.exists(path):
+            self._known_shards.add(path)
+        return path in self._known_shards
+
+    def create_shard(self, path: str, schema: StructType, partition_by: tuple[str, ...],
+                     properties: Mapping[str, str] = SMALL_TABLE_PROPERTIES, rows: list[tuple] | None = None) -> bool:
+        """Create a shard table (holding ``rows``) unless it exists, safe to race: True if this
+        call created it."""
+        if self.shard_exists(path):
+            return False
+        created = self.backend.create_table(path, schema, partition_by, dict(properties), rows=rows)
+        self._known_shards.add(path)
+        return created
+
+    def existing_shards(self, kind: str) -> list[str]:
+        """The shard tables of ``kind`` that exist."""
+        return [p for p in self.shard_paths(kind) if self.shard_exists(p)]
+
     def shard_path(self, kind: str, key: str) -> str:
         """The table of ``kind`` (one of ``SHARD_KINDS``, or the catalogue's ``streams``) holding
         the rows of ``key`` (a ``stream_key``)."""
@@ -133,7 +154,7 @@ class ShardStore(SegmentStore):
         job while the shard table is small); [] before the first."""
         key = stream_key(scope, stream)
         path = self.shard_path(kind, key)
-        if not self.backend.exists(path):
+        if not self.shard_exists(path):
             return []
         return [{c: v for c, v in r.items() if c != STREAM_KEY} for r in self.table_rows(path, STREAM_KEY, key)]
 
@@ -141,7 +162,7 @@ class ShardStore(SegmentStore):
         """The stream's rows of ``kind`` as a DataFrame (the kind's columns)."""
         key = stream_key(scope, stream)
         path = self.shard_path(kind, key)
-        if not self.backend.exists(path):
+        if not self.shard_exists(path):
             return self.spark.createDataFrame([], SHARD_SCHEMAS[kind])
         return self.backend.read(path).where(F.col(STREAM_KEY) == key).drop(STREAM_KEY)
 
@@ -158,7 +179,7 @@ class ShardStore(SegmentStore):
             return None if new is None else [(key, *row) for row in new]
 
         path = self.shard_path(kind, key)
-        self._table(path, shard_schema(kind), shard_partitions(kind))
+        self.create_shard(path, shard_schema(kind), shard_partitions(kind))
         return self.backend.replace_rows(path, shard_schema(kind), keyed, what, {STREAM_KEY: key, **(partition or {})},
                                          shard_partitions(kind))
 
@@ -167,7 +188,7 @@ class ShardStore(SegmentStore):
         key = stream_key(scope, stream)
         for kind in SHARD_KINDS:
             path = self.shard_path(kind, key)
-            if self.backend.exists(path) and self.backend.read_rows(path, STREAM_KEY, key) != []:
+            if self.shard_exists(path) and self.backend.read_rows(path, STREAM_KEY, key) != []:
                 self.backend.delete_partitions(path, STREAM_KEY, [key])
 
     # ---- tables created on first write -------------------------------------------------------

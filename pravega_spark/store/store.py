@@ -51,6 +51,7 @@ from .schema import (
     TRANSIENT_PROPERTIES,
     TRANSIENT_TABLE,
     TRANSIENT_TABLE_SCHEMA,
+    UPGRADE_PROPERTY,
 )
 from .shard_store import ShardStore, as_aware, stream_key
 
@@ -76,7 +77,6 @@ class Store(ShardStore):
 
     def __init__(self, spark: SparkSession, root: str, shards: int = DEFAULT_SHARDS) -> None:
         super().__init__(spark, root, shards)
-        self._known_shards: set[str] = set()  # shard tables known to exist
         self.read_cache = StreamReadCache()  # the rows Connect reads start from (``read_cache``)
 
     # ---- paths -------------------------------------------------------------------------------
@@ -91,9 +91,7 @@ class Store(ShardStore):
     def ensure_transient_table(self, scope: str, stream: str) -> str:
         """The stream's transient shard table, created on first use."""
         path = self.transient_path(scope, stream)
-        if not self._exists(path):
-            self.backend.create_table(path, TRANSIENT_TABLE_SCHEMA, TRANSIENT_PARTITIONS, TRANSIENT_PROPERTIES)
-            self._known_shards.add(path)
+        self.create_shard(path, TRANSIENT_TABLE_SCHEMA, TRANSIENT_PARTITIONS, TRANSIENT_PROPERTIES)
         return path
 
     def ensure_system_tables(self) -> None:
@@ -120,6 +118,9 @@ class Store(ShardStore):
             StoreFormatError: another format than this library's: a newer one (upgrade the
                 library), or an older one (upgrade the store in place).
         """
+        if self.backend.table_property(self.streams_path, UPGRADE_PROPERTY):
+            raise StoreFormatError(f"the store at {self.root} is being upgraded to format {STORE_FORMAT}: run "
+                                   f"`pravega-spark --root {self.root} upgrade-store` to finish")
         found = self.backend.table_property(self.streams_path, STORE_FORMAT_PROPERTY)
         number = int(found) if found and found.isdigit() else 1
         if number > STORE_FORMAT:
@@ -171,16 +172,6 @@ class Store(ShardStore):
         """The catalogue shard holding the rows of ``key`` (a ``stream_key``)."""
         return self.shard_path(CATALOG, key)
 
-    def _exists(self, path: str) -> bool:
-        """Whether a shard table exists (one that did once always does: not looked at again)."""
-        if path not in self._known_shards and self.backend.exists(path):
-            self._known_shards.add(path)
-        return path in self._known_shards
-
-    def existing_shards(self, kind: str) -> list[str]:
-        """The shard tables of ``kind`` that exist."""
-        return [p for p in self.shard_paths(kind) if self._exists(p)]
-
     def _union(self, kind: str, schema: StructType) -> DataFrame:
         """Every row of the shard tables of ``kind`` (all shards), as one DataFrame."""
         frames = [self.backend.read(p) for p in self.existing_shards(kind)]
@@ -208,7 +199,7 @@ class Store(ShardStore):
         its shard, read without a Spark job while the shard is small; [] before the shard exists."""
         key = stream_key(scope, name)
         path = self.catalog_path(key)
-        if not self._exists(path):
+        if not self.shard_exists(path):
             return []
         return [r for r in self.table_rows(path, STREAM_KEY, key) if r["scope"] == scope and r["stream"] == name]
 
@@ -254,10 +245,7 @@ class Store(ShardStore):
         """Insert a row of the scope's catalogue (a stream's, or a key-value table's under its
         internal name) unless its partition holds one: fenced on that partition and on the
         scope's deletion mark in the same shard (see ``insert_stream``)."""
-        path = self.catalog_path(stream_key(scope, name))
-        if not self._exists(path):
-            self._table(path, STREAMS_SCHEMA, (STREAM_KEY,))
-            self._known_shards.add(path)
+        self.create_shard(self.catalog_path(stream_key(scope, name)), STREAMS_SCHEMA, (STREAM_KEY,))
         txn, files, found = self._catalog_partition(scope, name)
         marks = txn.rows(txn.read_partition({STREAM_KEY: stream_key(scope, SCOPE_MARK)}))
         if any(r["stream"] == SCOPE_MARK and r["scope"] == scope
@@ -294,11 +282,8 @@ class Store(ShardStore):
     def _mark_shard(self, path: str, scope: str, scope_created: datetime) -> bool:
         key = stream_key(scope, SCOPE_MARK)
         mark = (key, scope, SCOPE_MARK, SCOPE_DELETED, "{}", [], 0, None, None, scope_created, utc_now(), 0, None, [])
-        if not self._exists(path):
-            created = self.backend.create_table(path, STREAMS_SCHEMA, (STREAM_KEY,), SMALL_TABLE_PROPERTIES, rows=[mark])
-            self._known_shards.add(path)
-            if created:
-                return True
+        if self.create_shard(path, STREAMS_SCHEMA, (STREAM_KEY,), rows=[mark]):
+            return True
         txn = self.backend.transaction(path)
         files = txn.read_whole_table()
         rows = txn.rows(files)
@@ -388,7 +373,7 @@ class Store(ShardStore):
         Spark job while the shard is small); [] before the shard exists."""
         key = group_key(scope, group)
         path = self.shard_path(kind, key)
-        if not self._exists(path):
+        if not self.shard_exists(path):
             return []
         return [r for r in self.table_rows(path, READER_GROUP_KEY, key)
                 if r["scope"] == scope and r["reader_group"] == group]

@@ -13,8 +13,9 @@ from pravega_spark._delta.transaction_protocol import VERBS, TableTransaction
 
 PACKAGE = pathlib.Path(pravega_spark.__file__).parent
 
-# the names of the public API: the 88 of before the layout change, StoreFormatError (#45) and
-# StaleReadError (#67: a Connect read whose cached stream row went stale)
+# the names of the public API: the 88 of before the layout change, StoreFormatError (#45),
+# StaleReadError (#67: a Connect read whose cached stream row went stale), and upgrade_store with
+# its UpgradeReport (#68: a format-2 store moved to format 3 in place)
 PUBLIC = [
     "AutoscaleOutcome", "BadKeyVersionError", "ConditionalTableUpdateError", "EventPointer", "EventStreamReader",
     "EventStreamWriter", "EventTooLargeError", "ExpectationResult", "GenerationMismatchError", "IllegalStateError",
@@ -32,6 +33,7 @@ PUBLIC = [
     "TableEntry", "TableEntryTooLargeError", "TableLocationError", "TimeWindow", "Transaction",
     "TransactionalEventStreamWriter", "TransientCleanup", "TruncatedDataError", "TruncationRecord",
     "TxnFailedError", "TxnNotFoundError", "TxnStatus", "UnsafeLogStoreError", "UnsupportedOperationError",
+    "UpgradeReport", "upgrade_store",
     "Version", "Watermark", "WorkflowPendingError", "WriteResult", "WriterMark", "foreach_batch",
     "idempotent_delta_sink", "key_position", "spark_session",
 ]
@@ -39,7 +41,7 @@ PUBLIC = [
 
 def test_the_public_names_are_pinned():
     assert sorted(pravega_spark.__all__) == sorted(PUBLIC)
-    assert len(PUBLIC) == 90
+    assert len(PUBLIC) == 92
     assert all(hasattr(pravega_spark, name) for name in PUBLIC)
 
 

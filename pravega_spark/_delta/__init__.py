@@ -48,7 +48,7 @@ from .files import (
 )
 from .local_data import is_connect_session, local_frame
 from .log import summarize_table, table_state
-from .relocate import log_names, relocate_log
+from .relocate import relocate_log
 from .retry import CONFLICTS, DEFAULT_RETRY, Retry, RetryPolicy, is_conflict, retries, retrying
 from .rows import replace
 from .session import (
@@ -62,7 +62,7 @@ from .session import (
 from .sql_backend import SqlBackend
 from .sql_tables import set_properties
 from .sql_writes import MARKS_SEGMENT, RECORD_WRITE_MARK, SINK_MARK_SCOPE
-from .storage import commit_lock, local_dir, read_rows, remove_path
+from .storage import commit_lock, local_dir, read_rows
 from .transaction import DeltaTransaction
 from .transaction_protocol import TableTransaction
 
@@ -74,5 +74,5 @@ __all__ = [
     "observed_if_done", "parquet_rows_beside", "PartitionSummary", "read_rows", "Removal",
     "removals", "replace", "retries", "Retry", "retrying", "RetryPolicy", "session_key",
     "set_clock", "foreach_batch_here", "streaming_query_id", "streaming_query_sink", "summarize", "summarize_table",
-    "table_state", "TableState", "TableTransaction", "backend_kind", "log_names", "relocate_log", "remove_path", "set_properties",
+    "table_state", "TableState", "TableTransaction", "backend_kind", "relocate_log", "set_properties",
 ]

@@ -223,3 +223,26 @@ def alternate(baseline: tuple[str, Callable[[int], float | None]],
         if report:
             out[name].report(indent)
     return out
+
+
+def run_at_barrier(script: str, child_args: Sequence[Sequence[str]], barrier: Path, env: dict,
+                   timeout: float = 3600) -> list[dict]:
+    """Start one ``script --child ARGS... BARRIER`` process per ``child_args``, wait until each
+    prints ``READY`` (its JVM started, its set-up done), create ``barrier`` so they all go at
+    once, and return the JSON each prints last (the measure starts after start-up)."""
+    import json
+    import sys
+
+    children = [subprocess.Popen([sys.executable, script, "--child", *map(str, args), str(barrier)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                for args in child_args]
+    for c in children:
+        line = c.stdout.readline()
+        assert line.startswith("READY"), c.stderr.read()[-3000:]
+    barrier.touch()
+    results = []
+    for c in children:
+        out, err = c.communicate(timeout=timeout)
+        assert c.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results

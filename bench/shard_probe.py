@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pyspark.sql.types import LongType, StringType, StructField, StructType  # noqa: E402
 
-from bench._common import SPEED, Ratios  # noqa: E402
+from bench._common import SPEED, Ratios, run_at_barrier  # noqa: E402
 
 SCHEMA = StructType([StructField("stream_key", StringType(), False), StructField("row_version", LongType(), False),
                      StructField("payload", StringType(), False)])
@@ -67,18 +66,8 @@ def run(base: Path, procs: int, ops: int, shared: bool, backend: str) -> dict:
     barrier = base / f"go-{time.time_ns()}"
     env = dict(os.environ, PRAVEGA_SPARK_BACKEND=backend, SPARK_LOCAL_IP="127.0.0.1")
     tables = [str(base / ("shared" if shared else f"own-{i}")) for i in range(procs)]
-    children = [subprocess.Popen([sys.executable, __file__, "--child", tables[i], f"{i:04x}{'0' * 12}", str(ops),
-                                  str(barrier)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-                for i in range(procs)]
-    for c in children:
-        line = c.stdout.readline()
-        assert line.startswith("READY"), c.stderr.read()[-3000:]
-    barrier.touch()
-    results = []
-    for c in children:
-        out, err = c.communicate(timeout=1800)
-        assert c.returncode == 0, err[-3000:]
-        results.append(json.loads(out.strip().splitlines()[-1]))
+    results = run_at_barrier(__file__, [(tables[i], f"{i:04x}{'0' * 12}", ops) for i in range(procs)], barrier, env,
+                             timeout=1800)
     return {"seconds": max(r["seconds"] for r in results), "retries": sum(r["retries"] for r in results)}
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import SPEED, Ratios  # noqa: E402
+from bench._common import SPEED, Ratios, run_at_barrier  # noqa: E402
 
 CONF = {"spark.master": "local[1]", "spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false",
         "spark.driver.memory": "768m"}
@@ -66,18 +66,8 @@ def run(base: Path, procs: int, ops: int, shards: int, one_store: bool, backend:
         subprocess.run([sys.executable, "-c", f"import pravega_spark as ps; ps.StreamManager("
                         f"ps.spark_session(**{CONF!r}), {roots[0]!r}, shards={shards})"], check=True, env=env,
                        capture_output=True)
-    children = [subprocess.Popen([sys.executable, __file__, "--child", roots[i], f"stream-{i}", str(ops), str(shards),
-                                  str(barrier)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-                for i in range(procs)]
-    for c in children:
-        line = c.stdout.readline()
-        assert line.startswith("READY"), c.stderr.read()[-3000:]
-    barrier.touch()
-    seconds = []
-    for c in children:
-        out, err = c.communicate(timeout=3600)
-        assert c.returncode == 0, err[-3000:]
-        seconds.append(json.loads(out.strip().splitlines()[-1])["seconds"])
+    results = run_at_barrier(__file__, [(roots[i], f"stream-{i}", ops, shards) for i in range(procs)], barrier, env)
+    seconds = [r["seconds"] for r in results]
     return max(seconds)
 
 

@@ -14,8 +14,9 @@ builds:
 
 In each: one warm-up stream (created, written, read, sealed and deleted), then the live heap (after
 full collections, ``bench/heap.py``); then ``--streams`` streams are created, written
-(``--events`` events each) and read back; the live heap again; then every stream is sealed and
-deleted; the live heap a third time. It prints the heap per stream touched, the logs Delta's
+(``--events`` events each) and read back; the live heap again; as many streams again and the live
+heap; then every stream is sealed and deleted; the live heap a last time. It prints the heap per stream touched (over the first
+``--streams``, while the bounded caches fill, and over as many again, when they are full), the logs Delta's
 cache holds at each point, and, for the library defaults, the logs each operation on a stream of
 its own loads into an emptied cache and what reloading them costs (target: <= 0.5 MiB per stream with the library's defaults;
 no log of a deleted stream stays cached).
@@ -37,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 DELTA_DEFAULTS = {"spark.databricks.delta.delta.log.cacheSize": "10000",
                   "spark.databricks.delta.delta.log.cacheRetentionMinutes": "60",
-                  "spark.sql.ui.retainedExecutions": "1000"}  # Spark's and Delta's own defaults
+                  "spark.sql.ui.retainedExecutions": "1000", "spark.ui.retainedJobs": "1000",
+                  "spark.ui.retainedStages": "1000"}  # Spark's and Delta's own defaults
 CONFIGS = {"delta defaults": DELTA_DEFAULTS, "library defaults": {}}
 
 
@@ -74,7 +76,10 @@ def child(config: str, streams: int, events: int) -> dict:
     for i in range(streams):
         touch(f"s{i}")
     out["heap_touched"], out["logs_touched"] = live(), jvm.cached_delta_logs(spark)
-    for i in range(streams):
+    for i in range(streams, 2 * streams):  # as many again: the bounded caches are full by now
+        touch(f"s{i}")
+    out["heap_touched_twice"] = live()
+    for i in range(2 * streams):
         drop(f"s{i}")
     out["heap_deleted"], out["logs_deleted"] = live(), jvm.cached_delta_logs(spark)
     out["stream_logs_left"] = [p for p in jvm.cached_delta_log_paths(spark) if "/mem/s" in p]
@@ -179,9 +184,11 @@ def main(argv: list[str] | None = None) -> int:
           "full collections)")
     for r in results:
         touched = (r["heap_touched"] - r["heap_before"]) / r["streams"]
-        deleted = (r["heap_deleted"] - r["heap_before"]) / r["streams"]
+        more = (r["heap_touched_twice"] - r["heap_touched"]) / r["streams"]
+        deleted = (r["heap_deleted"] - r["heap_before"]) / (2 * r["streams"])
         print(f"  {r['config']:<17} create+write+read {touched:6.2f} MiB/stream ({r['logs_before']} -> "
-              f"{r['logs_touched']} logs cached); after delete_stream {deleted:6.2f} MiB/stream "
+              f"{r['logs_touched']} logs cached), the next {r['streams']} streams {more:6.2f} MiB/stream; "
+              f"after delete_stream {deleted:6.2f} MiB/stream "
               f"({r['logs_deleted']} logs cached, {len(r['stream_logs_left'])} of the deleted streams')")
     loads = results[-1].get("loads", {})
     if loads:

@@ -9,7 +9,8 @@ the frequency (``conf/retention.json``, 30 minutes out of the box), truncates wh
 time, size or consumption-based policy says, and logs what it truncated. ``--bucket i --buckets n``
 lets n instances share a store: each takes the streams whose scoped name hashes to its bucket.
 ``--vacuum`` then removes the deleted files from storage (``vacuum_retention_hours`` in the conf;
-null keeps the tables' own deleted-file retention window, 0 removes them now).
+null keeps the tables' own deleted-file retention window, 0 removes them now): each visited
+stream's table, then the store's own tables once.
 """
 
 from __future__ import annotations
@@ -54,13 +55,15 @@ def main(argv=None) -> int:
     progress = Progress("retention", len(names))
     outcomes = []
     hours = conf.get("vacuum_retention_hours")
+    retention = None if hours is None else timedelta(hours=hours)
+    vacuum = args.vacuum or conf.get("vacuum")
     for scope, stream in names:
         try:
             found = manager.run_retention(scope, stream, parse_now(args.now), frequency, bucket=args.bucket,
                                           buckets=buckets)
             for o in found:
-                if args.vacuum or conf.get("vacuum"):
-                    manager.vacuum(o.scope, o.stream, None if hours is None else timedelta(hours=hours))
+                if vacuum:  # the stream's table; the store's own tables once, after the walk
+                    manager.vacuum(o.scope, o.stream, retention, store_tables=False)
         except ps.PravegaSparkError as exc:
             progress.step(f"{scope}/{stream}", f"FAILED: {type(exc).__name__}: {exc}", failed=True)
             continue
@@ -74,6 +77,12 @@ def main(argv=None) -> int:
             else:
                 progress.step(f"{o.scope}/{o.stream}", "nothing to truncate"
                               + (" (recorded a retention cut)" if o.recorded else ""))
+    if vacuum and outcomes:
+        try:
+            print(f"store tables: VACUUMED {len(manager.vacuum_store_tables(retention))} tables", flush=True)
+        except ps.PravegaSparkError as exc:
+            progress.failures += 1
+            print(f"store tables: FAILED: {type(exc).__name__}: {exc}", flush=True)
     progress.summary(f"retention: {len(outcomes)} streams with a policy, "
                      f"{sum(o.truncated_at is not None for o in outcomes)} truncated, "
                      f"{sum(o.bytes_truncated for o in outcomes):,} bytes truncated")

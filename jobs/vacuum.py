@@ -3,8 +3,9 @@
     python jobs/vacuum.py --root DIR [--scope S [--stream T]] [--retention-hours H]
 
 Runs ``StreamManager.vacuum`` per stream (staged transaction data and large events' chunks are
-kept: see its docstring): one line per stream with the tables vacuumed, a progress bar on a
-terminal, and a summary. ``--retention-hours`` below the tables' own retention breaks readers of
+kept: see its docstring), then ``vacuum_store_tables`` once for the store's own tables: one line
+per stream with the tables vacuumed, one for the store's tables, a progress bar on a terminal,
+and a summary. ``--retention-hours`` below the tables' own retention breaks readers of
 older table versions (time travel). Exits 1 if a stream failed.
 """
 
@@ -37,12 +38,19 @@ def main(argv=None) -> int:
     tables = 0
     for scope, stream in names:
         try:
-            done = manager.vacuum(scope, stream, retention)
+            done = manager.vacuum(scope, stream, retention, store_tables=False)
         except ps.PravegaSparkError as exc:
             progress.step(f"{scope}/{stream}", f"FAILED: {type(exc).__name__}: {exc}", failed=True)
             continue
         tables += len(done)
         progress.step(f"{scope}/{stream}", f"VACUUMED {len(done)} tables")
+    try:  # the store's own tables, each once (a scope's shard tables hold other scopes' rows too)
+        own = manager.vacuum_store_tables(retention)
+        tables += len(own)
+        print(f"store tables: VACUUMED {len(own)} tables", flush=True)
+    except ps.PravegaSparkError as exc:
+        progress.failures += 1
+        print(f"store tables: FAILED: {type(exc).__name__}: {exc}", flush=True)
     progress.summary(f"vacuum: {tables} tables")
     return 1 if progress.failures else 0
 

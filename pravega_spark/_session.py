@@ -21,12 +21,15 @@ SCALA_VERSION = "2.13"
 # table (its state's query plans); a stream operation uses 3 logs (the catalogue, the stream's
 # segments and events). 8 logs for 10 minutes bound that to ~15 MiB; a log loaded again costs
 # 0.3-0.6 s on a read, 40-70 ms on a write. Spark's SQL tab keeps 1,000 queries (~50 KiB each), and
-# the library runs several per operation: 100 are kept. All are read once per JVM, when it
+# its jobs and stages pages 1,000 each (kept with the UI off too); the library runs several per
+# operation: 100 of each are kept. All are read once per JVM, when it
 # starts: sessions the library builds set them (under spark-submit, those it was not given)
 MEMORY_DEFAULTS = {
     "spark.databricks.delta.delta.log.cacheSize": "8",
     "spark.databricks.delta.delta.log.cacheRetentionMinutes": "10",
     "spark.sql.ui.retainedExecutions": "100",
+    "spark.ui.retainedJobs": "100",
+    "spark.ui.retainedStages": "100",
 }
 
 # Settings that make a small local session behave: few shuffle partitions, Delta's snapshot

@@ -14,7 +14,7 @@ from datetime import timedelta
 from ..controller.client import Controller
 from ..store import clock
 from ..store.schema import EVENTS_PARTITION, SHARD_KINDS
-from ..store.store import stream_key
+from ..store.store import CATALOG, stream_key
 from ..writers.transactions import MAX_EXECUTION_TIME, transaction_states
 
 log = logging.getLogger("pravega_spark")
@@ -24,36 +24,48 @@ DEFAULT_FILE_RETENTION_HOURS = 168
 
 
 def vacuum(controller: Controller, scope: str | None = None, stream: str | None = None,
-           retention: timedelta | None = None) -> list[str]:
+           retention: timedelta | None = None, store_tables: bool = True) -> list[str]:
     """``StreamManager.vacuum``: VACUUM every table of the streams (all, a scope's, or one) that
-    exists, and the shard tables holding their rows; the paths vacuumed."""
+    exists and, with ``store_tables``, the store's own tables holding their rows (all of them
+    when no scope is given); the paths vacuumed."""
     clock.check_duration(retention, "retention")
     store, backend = controller.store, controller.store.backend
     hours = None if retention is None else retention.total_seconds() / 3600
-    done, names = [], controller.stream_names(scope, stream)
-    # the shard tables holding these streams' rows, each vacuumed once
-    shards = sorted({store.shard_path(kind, stream_key(s, t)) for s, t in names for kind in SHARD_KINDS})
-    for path in shards:
-        if backend.is_table(path):
-            backend.vacuum(path, hours)
-            done.append(path)
+    names = controller.stream_names(scope, stream)
+    done = []
+    if store_tables:  # only the shard tables holding these streams' rows, when a scope is given
+        keys = None if scope is None else {stream_key(s, t) for s, t in names}
+        done += vacuum_store_tables(controller, retention, keys)
     for s, t in names:
         events = store.events_path(s, t)
-        for path in (events,):
-            if not backend.is_table(path):
-                continue  # created on first use (transient, watermarks)
-            if path == events:
-                staged = staged_age_hours(controller, s, t)
-                if staged is not None and (hours if hours is not None else DEFAULT_FILE_RETENTION_HOURS) < staged + 1:
-                    log.info("vacuum of %s/%s: retention raised to %.1f h to keep staged data", s, t, staged + 1)
-                    backend.vacuum(path, staged + 1)
-                    done.append(path)
-                    continue
-            backend.vacuum(path, hours)
-            done.append(path)
+        if not backend.is_table(events):
+            continue
+        staged = staged_age_hours(controller, s, t)
+        if staged is not None and (hours if hours is not None else DEFAULT_FILE_RETENTION_HOURS) < staged + 1:
+            log.info("vacuum of %s/%s: retention raised to %.1f h to keep staged data", s, t, staged + 1)
+            backend.vacuum(events, staged + 1)
+        else:
+            backend.vacuum(events, hours)
+        done.append(events)
     done += vacuum_removed_tables(controller, scope, stream, hours)
     log.info("vacuum: %d tables", len(done))
     return done
+
+
+def vacuum_store_tables(controller: Controller, retention: timedelta | None = None,
+                        keys: set[str] | None = None) -> list[str]:
+    """VACUUM the store's own tables that exist (``Store.own_tables``), each once, or only the
+    shard tables holding the rows of these stream keys; the paths vacuumed."""
+    clock.check_duration(retention, "retention")
+    store = controller.store
+    hours = None if retention is None else retention.total_seconds() / 3600
+    paths = store.own_tables()
+    if keys is not None:
+        held = {store.shard_path(kind, key) for key in keys for kind in (CATALOG, *SHARD_KINDS)}
+        paths = [p for p in paths if p in held]
+    for path in paths:
+        store.backend.vacuum(path, hours)
+    return paths
 
 
 def vacuum_removed_tables(controller: Controller, scope: str | None, stream: str | None,

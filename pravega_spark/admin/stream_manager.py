@@ -684,14 +684,26 @@ class StreamManager:
         return compaction.compact_stream(self._controller, scope, stream, segment_ids, target_file_size)
 
     def vacuum(self, scope: str | None = None, stream: str | None = None,
-               retention: timedelta | None = None) -> list[str]:
-        """VACUUM the stream tables (all, a scope's, or one stream's) and the shard tables holding
-        their rows; returns the tables vacuumed. ``retention`` defaults to the tables' own
-        deleted-file retention; ``timedelta(0)`` removes deleted files now, which breaks readers
-        of older table versions (time travel). Staged data (an open transaction's files, a large
-        event's chunks) looks like an orphan to VACUUM: while a stream has any, its events table
-        is vacuumed with a retention that covers the oldest of them (one hour more)."""
-        return maintenance.vacuum(self._controller, scope, stream, retention)
+               retention: timedelta | None = None, *, store_tables: bool = True) -> list[str]:
+        """VACUUM the stream tables (all, a scope's, or one stream's) and the store's own tables
+        holding their rows (all of them when no scope is given); returns the tables vacuumed.
+
+        ``retention`` defaults to the tables' own deleted-file retention; ``timedelta(0)`` removes
+        deleted files now, which breaks readers of older table versions (time travel). Staged
+        data (an open transaction's files, a large event's chunks) looks like an orphan to
+        VACUUM: while a stream has any, its events table is vacuumed with a retention that
+        covers the oldest of them (one hour more). ``store_tables=False`` leaves the store's own
+        tables (a job walking the streams one by one vacuums them once, with
+        ``vacuum_store_tables``)."""
+        return maintenance.vacuum(self._controller, scope, stream, retention, store_tables)
+
+    def vacuum_store_tables(self, retention: timedelta | None = None) -> list[str]:
+        """VACUUM the store's own tables, each once: ``_pravega``'s catalogue, retention,
+        subscriber, mark, watermark, auto-scaling, large-event and reader-group shard tables.
+        Their rows are rewritten in place by every control operation, so their live files stay
+        one per stream (or group) and kind; VACUUM removes the files those rewrites replaced.
+        Returns the tables vacuumed."""
+        return maintenance.vacuum_store_tables(self._controller, retention)
 
 
 def manager_from_root(root: str) -> StreamManager:

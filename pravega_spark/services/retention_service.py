@@ -88,12 +88,15 @@ def run_retention(controller: Controller, scope: str | None = None, stream: str 
     clock.check_duration(frequency, "frequency")
     now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     frequency = DEFAULT_FREQUENCY if frequency is None else frequency
-    rows = controller.store.streams().where(F.col("state") != F.lit(SEALED))
-    if scope is not None:
-        rows = rows.where(F.col("scope") == scope)
-    if stream is not None:
-        rows = rows.where(F.col("stream") == stream)
-    names = sorted((r["scope"], r["stream"]) for r in rows.select("scope", "stream").collect())
+    if scope is not None and stream is not None:  # one stream: its row alone, not a listing of the store
+        names = [(scope, stream)]
+    else:
+        rows = controller.store.streams().where(F.col("state") != F.lit(SEALED))
+        if scope is not None:
+            rows = rows.where(F.col("scope") == scope)
+        if stream is not None:
+            rows = rows.where(F.col("stream") == stream)
+        names = sorted((r["scope"], r["stream"]) for r in rows.select("scope", "stream").collect())
     outcomes = []
     for s, t in names:
         if stream_bucket(f"{s}/{t}", buckets) != bucket:

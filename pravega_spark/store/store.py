@@ -39,6 +39,7 @@ from .schema import (
     SCOPE_MARK,
     SCOPES_SCHEMA,
     SCOPES_TABLE,
+    SHARD_KINDS,
     SHARDS_PROPERTY,
     SMALL_TABLE_PROPERTIES,
     STORE_FORMAT,
@@ -436,6 +437,14 @@ class Store(ShardStore):
         it instead: VACUUM removes the bytes later, and a stream created again refills it)."""
         folder = self.stream_dir(scope, stream)
         return self._remove_tables([folder], folder=folder)
+
+    def own_tables(self) -> list[str]:
+        """The store's own tables that exist: ``_pravega``'s fixed tables and every shard table
+        of every kind (the catalogue, the per-stream kinds, reader groups and their members)."""
+        fixed = [self.streams_path, self.scopes_path, self.removed_tables_path]
+        kinds = (CATALOG, *SHARD_KINDS, READER_GROUPS_TABLE, READER_GROUP_MEMBERS_TABLE)
+        return ([p for p in fixed if self.backend.is_table(p)]
+                + [p for kind in kinds for p in self.existing_shards(kind)])
 
     # ---- removed tables ------------------------------------------------------------------------
     @property

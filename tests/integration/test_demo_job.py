@@ -46,10 +46,11 @@ def test_demo_pipeline_main_with_default_arguments_then_the_validation_job(spark
     assert sorted((r.segment_id, r.offset) for r in demo_pipeline_rows(spark)) == before
     assert "1 of 1 streams done, 0 failures" in out  # each job walking the store ends with a summary
 
-    # the vacuum job: one line per stream, then the summary
+    # the vacuum job: one line per stream, one for the store's own tables (each once), then the summary
     assert vacuum_job.main(["--root", "store/demo"]) == 0
     out = capsys.readouterr().out
-    assert "[1/1] demo/telemetry: VACUUMED " in out and "1 of 1 streams done, 0 failures" in out
+    assert "[1/1] demo/telemetry: VACUUMED 1 tables" in out and "1 of 1 streams done, 0 failures" in out
+    assert re.search(r"store tables: VACUUMED [1-9][0-9]* tables", out), out
     assert validate_job.main(["--root", "store/demo"]) == 0
     capsys.readouterr()
 

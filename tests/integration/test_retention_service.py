@@ -207,3 +207,7 @@ def test_retention_job_buckets_and_advancing_now(spark, root, manager, capsys):
     for n in names:
         assert _batches(manager, n) == ["w:0001"]  # the 62-minute-old record was 45+ min old
         assert manager.truncation_record("iot", n).size_till == BATCH
+    capsys.readouterr()
+    assert retention_job.main(["--root", root, "--now", (T0 + timedelta(minutes=63)).isoformat(), "--vacuum"]) == 0
+    out = capsys.readouterr().out  # each stream's table, then the store's own tables once
+    assert out.count("store tables: VACUUMED") == 1 and "7 of 7 streams done, 0 failures" in out, out

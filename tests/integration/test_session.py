@@ -119,7 +119,7 @@ def test_pyarrow_s3_options_follow_the_sessions_s3a_settings_per_bucket_first(sp
 
 
 MEMORY_KEYS = ("spark.databricks.delta.delta.log.cacheSize", "spark.databricks.delta.delta.log.cacheRetentionMinutes",
-               "spark.sql.ui.retainedExecutions")
+               "spark.sql.ui.retainedExecutions", "spark.ui.retainedJobs", "spark.ui.retainedStages")
 
 
 def test_a_session_the_library_builds_bounds_the_drivers_caches(spark):
@@ -145,4 +145,4 @@ def test_under_spark_submit_the_memory_defaults_fill_in_only_what_was_not_given(
                           "--conf", "spark.databricks.delta.delta.log.cacheSize=64", str(script)],
                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "GOT 64 10 100" in run.stdout
+    assert "GOT 64 10 100 100 100" in run.stdout

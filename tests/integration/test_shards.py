@@ -103,3 +103,44 @@ def test_a_store_written_by_the_format_2_library_is_refused_naming_the_upgrade(s
         ps.StreamManager(spark, root)
     assert "\n" not in str(caught.value)
     assert table_versions(spark, root) == before
+
+
+@pytest.mark.both_backends(slow=("sql",))
+def test_control_operations_keep_one_live_file_per_stream_and_kind_and_vacuum_removes_the_rest(spark, root,
+                                                                                            delta_backend):
+    """The store's own tables stay compact: a control operation rewrites its stream's partition,
+    so a shard table's live files stay one per stream (and kind) however many operations ran;
+    ``vacuum_store_tables`` removes the files those rewrites replaced, each table once, and the
+    streams carry on."""
+    manager = ps.StreamManager(spark, root, shards=2)
+    store = manager.controller.store
+    manager.create_scope("iot")
+    names = ("a", "b", "c")
+    for name in names:
+        manager.create_stream("iot", name, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
+        manager.add_subscriber("iot", name, "sub", 1)
+    for days in range(1, 5):  # control operations on one stream: its catalogue row and subscriber row rewritten
+        assert manager.update_stream("iot", "a", ps.StreamConfiguration(
+            scaling_policy=ps.ScalingPolicy.fixed(1), retention_policy=ps.RetentionPolicy.by_time(timedelta(days=days))))
+        assert manager.add_subscriber("iot", "a", "sub", 1 + days)
+
+    def on_disk(path: str) -> int:
+        return sum(name.endswith(".parquet") for folder, _, files in os.walk(path.removeprefix("file:"))
+                   if "_delta_log" not in folder for name in files)
+
+    def live(path: str) -> int:
+        return spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first().numFiles
+
+    catalogue = store.shard_path("streams", stream_key("iot", "a"))
+    subscribers = store.shard_path("subscribers", stream_key("iot", "a"))
+    for path in (catalogue, subscribers):
+        keys = {r["stream_key"] for r in store.table_rows(path)}
+        assert live(path) == len(keys), (path, live(path), keys)  # one live file per stream
+        assert on_disk(path) > live(path)  # the replaced ones, still on disk
+    vacuumed = manager.vacuum_store_tables(retention=timedelta(0))
+    assert len(vacuumed) == len(set(vacuumed)) and {catalogue, subscribers, store.streams_path} <= set(vacuumed)
+    assert all(on_disk(p) == live(p) for p in vacuumed), {p: (on_disk(p), live(p)) for p in vacuumed}
+    assert manager.stream_info("iot", "a").configuration.retention_policy == ps.RetentionPolicy.by_time(timedelta(days=4))
+    assert {r.subscriber for r in manager.subscribers("iot", "a").collect()} == {"sub"}
+    for name in names:
+        assert manager.validate_stream("iot", name).success

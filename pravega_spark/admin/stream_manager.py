@@ -667,16 +667,13 @@ class StreamManager:
     def compact(self, scope: str, stream: str, segment_ids: Sequence[int] | None = None,
                 target_file_size: int | None = None) -> compaction.CompactionResult:
         """Rewrite each segment's runs of small consecutive files into larger ones, offsets
-        unchanged (Delta's ``OPTIMIZE`` cannot: every file has its own base offset).
-
-        One ``dataChange=false`` commit, safe against concurrent appends (they add above the runs),
-        truncations (one of the two retries) and readers (who keep their snapshot). The replaced
-        files leave storage at the next ``vacuum``.
+        unchanged (Delta's ``OPTIMIZE`` cannot: every file has its own base offset). One
+        ``dataChange=false`` commit, safe against concurrent appends (they add above the runs),
+        truncations (one of the two retries) and readers (who keep their snapshot).
 
         Args:
             segment_ids: only these segments (default: all).
-            target_file_size: bytes a rewritten file aims at (default 128 MiB); files under half
-                of it are small.
+            target_file_size: bytes a rewritten file aims at (default 128 MiB; small: under half).
 
         Returns:
             A ``CompactionResult`` (its commit version, runs, files removed and added, bytes).
@@ -685,24 +682,16 @@ class StreamManager:
 
     def vacuum(self, scope: str | None = None, stream: str | None = None,
                retention: timedelta | None = None, *, store_tables: bool = True) -> list[str]:
-        """VACUUM the stream tables (all, a scope's, or one stream's) and the store's own tables
-        holding their rows (all of them when no scope is given); returns the tables vacuumed.
-
-        ``retention`` defaults to the tables' own deleted-file retention; ``timedelta(0)`` removes
-        deleted files now, which breaks readers of older table versions (time travel). Staged
-        data (an open transaction's files, a large event's chunks) looks like an orphan to
-        VACUUM: while a stream has any, its events table is vacuumed with a retention that
-        covers the oldest of them (one hour more). ``store_tables=False`` leaves the store's own
-        tables (a job walking the streams one by one vacuums them once, with
-        ``vacuum_store_tables``)."""
+        """VACUUM the stream tables (all, a scope's, or one stream's) and, with ``store_tables``,
+        the store's own tables holding their rows (all when no scope is given); the tables
+        vacuumed. ``retention`` defaults to the tables' own; ``timedelta(0)`` removes deleted files
+        now (breaking time travel). Staged data (open transactions, large events' chunks) is kept:
+        its stream's table gets a retention covering the oldest of it, plus an hour."""
         return maintenance.vacuum(self._controller, scope, stream, retention, store_tables)
 
     def vacuum_store_tables(self, retention: timedelta | None = None) -> list[str]:
-        """VACUUM the store's own tables, each once: ``_pravega``'s catalogue, retention,
-        subscriber, mark, watermark, auto-scaling, large-event and reader-group shard tables.
-        Their rows are rewritten in place by every control operation, so their live files stay
-        one per stream (or group) and kind; VACUUM removes the files those rewrites replaced.
-        Returns the tables vacuumed."""
+        """VACUUM the store's own tables (``_pravega``'s, every shard table) once each: the end of a
+        job that walks the streams with ``vacuum(..., store_tables=False)``."""
         return maintenance.vacuum_store_tables(self._controller, retention)
 
 

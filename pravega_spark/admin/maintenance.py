@@ -59,10 +59,11 @@ def vacuum_store_tables(controller: Controller, retention: timedelta | None = No
     clock.check_duration(retention, "retention")
     store = controller.store
     hours = None if retention is None else retention.total_seconds() / 3600
-    paths = store.own_tables()
-    if keys is not None:
+    if keys is None:
+        paths = store.own_tables()
+    else:  # only the shard tables that could hold these keys are looked up
         held = {store.shard_path(kind, key) for key in keys for kind in (CATALOG, *SHARD_KINDS)}
-        paths = [p for p in paths if p in held]
+        paths = sorted(p for p in held if store.shard_exists(p))
     for path in paths:
         store.backend.vacuum(path, hours)
     return paths

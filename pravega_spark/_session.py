@@ -88,8 +88,11 @@ S3A_JARS = (
     ("software.amazon.s3.analyticsaccelerator", "analyticsaccelerator-s3", "1.2.1"),
 )
 CLASS_PATH_CONF = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
-# The put-if-absent Delta log store for object stores (``java/``; its jar ships in the package)
+# Our Delta log stores (``java/``; their jar ships in the package): put-if-absent commits for
+# object stores; for the local file system, Delta's own store with a listing that reads only the
+# log files it returns (Delta's lists the status of every log file, however old)
 LOG_STORE_CLASS = "pravegaspark.delta.ConditionalPutLogStore"
+LOCAL_LOG_STORE_CLASS = "pravegaspark.delta.LocalListingLogStore"
 LOG_STORE_SCHEMES = ("s3a", "s3")
 
 
@@ -102,15 +105,18 @@ def s3a_jars(m2_repository: str | os.PathLike[str] | None = None) -> list[str] |
 
 
 def log_store_jar() -> str | None:
-    """The jar of ``pravegaspark.delta.ConditionalPutLogStore`` (put-if-absent log commits on
-    object stores), shipped in the package (None in a checkout whose jar was removed)."""
+    """The jar of our log stores (``LOG_STORE_CLASS``, ``LOCAL_LOG_STORE_CLASS``), shipped in
+    the package (None in a checkout whose jar was removed)."""
     jar = Path(__file__).parent / "_delta" / "jars" / "pravega-spark-logstore.jar"
     return str(jar) if jar.is_file() else None
 
 
 def log_store_conf() -> dict[str, str]:
-    """The settings that make Delta commit to ``s3a://``/``s3://`` logs with put-if-absent."""
-    return {f"spark.delta.logStore.{scheme}.impl": LOG_STORE_CLASS for scheme in LOG_STORE_SCHEMES}
+    """The settings that make Delta commit to ``s3a://``/``s3://`` logs with put-if-absent, and
+    list local logs with ``LocalListingLogStore``."""
+    conf = {f"spark.delta.logStore.{scheme}.impl": LOG_STORE_CLASS for scheme in LOG_STORE_SCHEMES}
+    conf["spark.delta.logStore.file.impl"] = LOCAL_LOG_STORE_CLASS
+    return conf
 
 
 LOOPBACK = "127.0.0.1"

@@ -1,9 +1,10 @@
 """The local file system's log store (``pravegaspark.delta.LocalListingLogStore``) lists what
-Delta's own local store lists, in the same order, reading the status of the files it returns only.
+Delta's own store for ``file:`` (``io.delta.storage.HDFSLogStore``) lists, in the same order, reading
+the status of the files it returns only.
 
 The sessions the library builds use it for ``file:`` paths; every local test then commits and
-reads through it. Here its listing is compared with Delta's (``io.delta.storage.HDFSLogStore``, Delta's default for ``file:``)
-on a log folder holding every kind of name Delta's folder can hold."""
+reads through it. Here its listing is compared with Delta's on a log folder holding every kind of
+name Delta's folder can hold, from the starts Delta lists from (a version's prefix, a commit)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pravega_spark import _session
 
 pytestmark = pytest.mark.skipif(not _session.log_store_jar(), reason="the log store's jar is missing")
 
+DELTAS = "io.delta.storage.HDFSLogStore"
 NAMES = [
     *(f"{v:020d}.json" for v in range(0, 23)),
     *(f".{v:020d}.json.crc" for v in range(0, 23)),  # Hadoop's hidden checksum files
@@ -22,20 +24,27 @@ NAMES = [
     "00000000000000000020.checkpoint.0000000001.0000000002.parquet",
     "00000000000000000020.checkpoint.0000000002.0000000002.parquet",
     "_last_checkpoint", "._last_checkpoint.crc", ".commit.lock", "00000000000000000023.json.tmp",
+    "00000000000000000024.a:b",  # a colon: not a URI scheme
 ]
 
 
-def listing(spark, store_class: str, start) -> list[str]:
-    java_class = spark.sparkContext._jvm
-    for part in store_class.split("."):
-        java_class = getattr(java_class, part)
+def java_class(spark, name: str):
+    found = spark.sparkContext._jvm
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def listing(spark, store_class: str, start: str) -> list[tuple]:
     conf = spark._jsparkSession.sessionState().newHadoopConf()
-    store = java_class(conf)
-    found = store.listFrom(start, conf)
-    names = []
+    store = java_class(spark, store_class)(conf)
+    found = store.listFrom(java_class(spark, "org.apache.hadoop.fs.Path")(start), conf)
+    statuses = []
     while found.hasNext():
-        names.append(found.next().getPath().getName())
-    return names
+        status = found.next()
+        statuses.append((status.getPath().toString(), status.getLen(), status.isDirectory(),
+                         status.getModificationTime()))
+    return statuses
 
 
 @pytest.fixture
@@ -48,21 +57,28 @@ def log_folder(tmp_path):
     return folder
 
 
-def test_the_library_session_lists_local_logs_with_it(spark):
+def test_delta_commits_and_lists_a_local_table_through_it(spark, tmp_path):
     assert spark.conf.get("spark.delta.logStore.file.impl") == _session.LOCAL_LOG_STORE_CLASS
+    path = f"file:{tmp_path}/table"
+    spark.range(3).write.format("delta").save(path)
+    spark.range(2).write.format("delta").mode("append").save(path)
+    assert spark.read.format("delta").load(path).count() == 5
+    delta_log = java_class(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)
+    chosen = delta_log.store().getDelegate(java_class(spark, "org.apache.hadoop.fs.Path")(path))
+    assert chosen.logStoreImpl().getClass().getName() == _session.LOCAL_LOG_STORE_CLASS
 
 
-@pytest.mark.parametrize("start", [0, 9, 10, 11, 20, 22, 23, 99])
-def test_it_lists_what_deltas_local_store_lists_in_the_same_order(spark, log_folder, start):
-    path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(f"file:{log_folder}/{start:020d}.json")
-    ours = listing(spark, _session.LOCAL_LOG_STORE_CLASS, path)
-    deltas = listing(spark, "io.delta.storage.HDFSLogStore", path)
-    assert ours == deltas
-    assert ours == sorted(n for n in [*NAMES, "_commits"] if n >= f"{start:020d}.json" and not n.startswith("."))
+@pytest.mark.parametrize("start", [f"{v:020d}." for v in (0, 10, 20, 23, 24)]
+                         + [f"{v:020d}.json" for v in (0, 9, 11, 22, 99)])
+def test_it_lists_what_deltas_store_lists_in_the_same_order(spark, log_folder, start):
+    ours = listing(spark, _session.LOCAL_LOG_STORE_CLASS, f"file:{log_folder}/{start}")
+    assert ours == listing(spark, DELTAS, f"file:{log_folder}/{start}")  # paths, sizes, kinds, times
+    assert [path.rsplit("/", 1)[1] for path, *_ in ours] == sorted(
+        n for n in [*NAMES, "_commits"] if n >= start and not n.startswith("."))
 
 
 def test_a_missing_folder_is_file_not_found_as_in_delta(spark, tmp_path):
-    path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(f"file:{tmp_path}/none/_delta_log/{0:020d}.json")
-    for store_class in (_session.LOCAL_LOG_STORE_CLASS, "io.delta.storage.HDFSLogStore"):
+    for store_class in (_session.LOCAL_LOG_STORE_CLASS, DELTAS):
         with pytest.raises(Py4JJavaError, match="java.io.FileNotFoundException"):
-            listing(spark, store_class, path)
+            listing(spark, store_class, f"file:{tmp_path}/none/_delta_log/{0:020d}.json")
+

@@ -33,7 +33,9 @@ import org.apache.hadoop.fs.RawLocalFileSystem;
  * those at or after the version, and asks for the status of those only. Hadoop's hidden checksum
  * files ({@code .N.json.crc}) are left out, as Hadoop's listing leaves them out. What it returns,
  * and in what order, is what Delta's own listing returns; a file removed in between (log
- * clean-up) is left out, as a listing made a moment later would.
+ * clean-up) is left out, as a listing made a moment later would. A missing folder is Delta's
+ * {@code FileNotFoundException} (no table); a folder that cannot be read is an
+ * {@code IOException}, never taken for a missing one.
  *
  * <p>Use: {@code spark.delta.logStore.file.impl=pravegaspark.delta.LocalListingLogStore}, with
  * this class's jar on the class path.
@@ -48,18 +50,22 @@ public class LocalListingLogStore extends HDFSLogStore {
         FileSystem fs = path.getFileSystem(hadoopConf);
         Path parent = path.getParent();
         File folder = localFile(fs, parent);
-        if (folder == null) {  // not the local file system after all: Delta's listing
+        if (folder == null || !folder.isDirectory()) {  // not a local folder: Delta's listing (and its errors)
             return super.listFrom(path, hadoopConf);
         }
         String[] names = folder.list();
         if (names == null) {
-            throw new FileNotFoundException("No such file or directory: " + parent);
+            if (!folder.exists()) {  // removed since: no table, as Delta's listing would say
+                throw new FileNotFoundException("No such file or directory: " + parent);
+            }
+            // there but unreadable (no descriptor left, no permission): an error, not "no table"
+            throw new IOException("cannot read the names in " + parent);
         }
-        List<String> kept = kept(path.getName(), names);
+        List<String> kept = kept(path.getName(), fs instanceof LocalFileSystem, names);
         List<FileStatus> listed = new ArrayList<>(kept.size());
         for (String name : kept) {
-            try {
-                listed.add(fs.getFileStatus(new Path(parent, name)));
+            try {  // the child as Hadoop builds it (a name with a colon is not a URI scheme)
+                listed.add(fs.getFileStatus(new Path(parent, new Path(null, null, name))));
             } catch (FileNotFoundException removed) {
                 // removed since the folder was read (log clean-up): as if listed a moment later
             }
@@ -83,11 +89,15 @@ public class LocalListingLogStore extends HDFSLogStore {
         return name.startsWith(".") && name.endsWith(".crc");
     }
 
-    /** The names a listing from {@code start} keeps, in order: those at or after it, checksum files left out. */
-    static List<String> kept(String start, String... names) {
+    /**
+     * The names a listing from {@code start} keeps, in order: those at or after it, without the
+     * checksum files when {@code checksummed} (Hadoop's {@code LocalFileSystem} hides them; its
+     * raw file system does not).
+     */
+    static List<String> kept(String start, boolean checksummed, String... names) {
         List<String> kept = new ArrayList<>();
         for (String name : Arrays.asList(names)) {
-            if (name.compareTo(start) >= 0 && !isChecksumFile(name)) {
+            if (name.compareTo(start) >= 0 && !(checksummed && isChecksumFile(name))) {
                 kept.add(name);
             }
         }

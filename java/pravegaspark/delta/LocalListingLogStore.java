@@ -26,7 +26,7 @@ import org.apache.hadoop.fs.RawLocalFileSystem;
  * every commit's JSON and checksum files included, however old. Delta removes old log files only
  * at a checkpoint and only those written before the day its log retention began (30 days by
  * default), so a table that takes many small commits, like a store's own tables, lists a folder
- * that keeps growing: an operation on a store aged by 600 control operations ran 1.5x slower
+ * that keeps growing: an operation on a store aged by 300 control operations (600 commits) ran 1.5x slower
  * than on a fresh one, most of the difference in this listing (a profile).
  *
  * <p>This store reads the folder's names alone (one directory read, no {@code stat}), keeps

@@ -12,6 +12,7 @@ import pytest
 from py4j.protocol import Py4JJavaError
 
 from pravega_spark import _session
+from pravega_spark._delta import jvm
 
 pytestmark = pytest.mark.skipif(not _session.log_store_jar(), reason="the log store's jar is missing")
 
@@ -29,10 +30,7 @@ NAMES = [
 
 
 def java_class(spark, name: str):
-    found = spark.sparkContext._jvm
-    for part in name.split("."):
-        found = getattr(found, part)
-    return found
+    return jvm.java_class(spark.sparkContext._jvm, name)
 
 
 def listing(spark, store_class: str, start: str) -> list[tuple]:

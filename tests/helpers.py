@@ -6,14 +6,18 @@ import os
 
 
 def table_versions(spark, root: str) -> dict[str, int]:
-    """Latest Delta version of every table under ``root`` (to assert that nothing changed)."""
+    """Latest Delta version of every table under ``root`` (to assert that nothing changed). A
+    table another process is creating (its ``_delta_log`` folder made, its first commit not yet
+    written: a commit file appears whole, renamed into place) is left out."""
     out = {}
     for dirpath, dirnames, _ in os.walk(root):
         if "_delta_log" in dirnames:
+            dirnames.clear()
+            if not any(name.endswith(".json") for name in os.listdir(os.path.join(dirpath, "_delta_log"))):
+                continue
             quoted = dirpath.replace("`", "``")
             out[os.path.relpath(dirpath, root)] = int(
                 spark.sql(f"DESCRIBE HISTORY delta.`{quoted}` LIMIT 1").select("version").first()[0])
-            dirnames.clear()
     return out
 
 

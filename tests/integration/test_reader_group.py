@@ -287,6 +287,15 @@ def test_three_reader_processes_tail_a_scaled_and_truncated_stream_at_pravegas_c
     procs = {r: spawn("read-group", "--root", root, "--reader", r, "--sink", sink, "--pause", "0.5") for r in readers}
     group = manager.reader_group("iot", "g")
     eventually(lambda: group.online_readers() == readers, timeout=180)  # the JVMs started and joined
+
+    def settled() -> bool:  # the joins' rebalancing done: both segments held, each by its own reader
+        state = group.state()
+        return not state.unassigned and sum(map(len, state.assigned.values())) == 2 and all(
+            len(held) <= 1 for held in state.assigned.values())
+
+    # counted from here: the joins' ownership changes (how many depends on when each reader joined
+    # relative to the others' first reads) are not the steady state this measures
+    eventually(settled, timeout=180)
     written, started, created = 0, time.monotonic(), _group_commits(spark, root)
     while time.monotonic() - started < 60:
         _write(manager, written, n=60, keys=12)

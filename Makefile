@@ -22,10 +22,10 @@ pictures: setup
 # the local suite (tests marked `cluster` or `s3` run in those tiers instead; the local multi-process
 # scenarios, marked `process`, and the kill points marked `soak` run in `make soak`), then the
 # cluster, Spark Connect and object-store tiers, each in its own pytest invocation
-# (scripts/test_tiers.sh; the tiers keep their own process scenarios; the S3 tier fetches its artefacts)
+# (scripts/test_tiers.sh; the tiers keep their own process scenarios; the S3 tier fetches its artefacts),
+# the tiers beside the local suite (scripts/test_all.sh; TEST_AT_ONCE=0: one after the other)
 test: setup
-	$(PY) -m pytest -m "not cluster and not s3 and not soak and not process" $(PYTEST_ARGS)
-	bash scripts/test_tiers.sh all $(PYTEST_ARGS)
+	bash scripts/test_all.sh $(PYTEST_ARGS)
 
 test-fast: setup
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)

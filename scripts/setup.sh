@@ -84,7 +84,7 @@ delta_fetch=$!
 
 # One stamp per package set: .installed-<hash> for every extra, .installed-<hash>-demo for the
 # demo's; the demo's set is a part of the whole, so either stamp will do for it.
-hash="$(cat setup.cfg pyproject.toml | sha1sum | cut -c1-12)"
+hash="$(cat setup.cfg pyproject.toml scripts/constraints.txt | sha1sum | cut -c1-12)"
 full_stamp="$VENV/.installed-$hash"
 stamp="$full_stamp"
 [ "$mode" = demo ] && stamp="$VENV/.installed-$hash-demo"
@@ -101,7 +101,8 @@ else
   # time (measured with an empty HOME: 26 s against 48 s for the demo's extras); pip stays in the
   # venv for users and for tests/test_wheel.py.
   "$VENV/bin/python" -m pip install -q --upgrade pip wheel uv
-  "$VENV/bin/uv" pip install -q --compile-bytecode --python "$VENV/bin/python" -e ".[$EXTRAS]"
+  # at the versions the suite last passed with (scripts/constraints.txt), whatever was published since
+  "$VENV/bin/uv" pip install -q --compile-bytecode --python "$VENV/bin/python" -c scripts/constraints.txt -e ".[$EXTRAS]"
   rm -f "$VENV"/.installed-*
   touch "$stamp"
   echo "[setup] installed the python packages in $((SECONDS - started)) s"

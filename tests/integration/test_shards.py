@@ -119,7 +119,7 @@ def test_control_operations_keep_one_live_file_per_stream_and_kind_and_vacuum_re
     for name in names:
         manager.create_stream("iot", name, ps.StreamConfiguration(scaling_policy=ps.ScalingPolicy.fixed(1)))
         manager.add_subscriber("iot", name, "sub", 1)
-    for days in range(1, 5):  # control operations on one stream: its catalogue row and subscriber row rewritten
+    for days in range(1, 3):  # control operations on one stream: its catalogue row and subscriber row rewritten
         assert manager.update_stream("iot", "a", ps.StreamConfiguration(
             scaling_policy=ps.ScalingPolicy.fixed(1), retention_policy=ps.RetentionPolicy.by_time(timedelta(days=days))))
         assert manager.add_subscriber("iot", "a", "sub", 1 + days)
@@ -140,7 +140,7 @@ def test_control_operations_keep_one_live_file_per_stream_and_kind_and_vacuum_re
     vacuumed = manager.vacuum_store_tables(retention=timedelta(0))
     assert len(vacuumed) == len(set(vacuumed)) and {catalogue, subscribers, store.streams_path} <= set(vacuumed)
     assert all(on_disk(p) == live(p) for p in vacuumed), {p: (on_disk(p), live(p)) for p in vacuumed}
-    assert manager.stream_info("iot", "a").configuration.retention_policy == ps.RetentionPolicy.by_time(timedelta(days=4))
+    assert manager.stream_info("iot", "a").configuration.retention_policy == ps.RetentionPolicy.by_time(timedelta(days=2))
     assert {r.subscriber for r in manager.subscribers("iot", "a").collect()} == {"sub"}
     for name in names:
         assert manager.validate_stream("iot", name).success
